@@ -1,0 +1,40 @@
+# What runs locally is what runs in CI: .ci/run calls `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install format lint typecheck test run bench all clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+format: install
+	$(BIN)/ruff format verifier_service sandbox trainer_client tests bench
+	$(BIN)/ruff check --fix verifier_service sandbox trainer_client tests bench
+
+lint: install
+	$(BIN)/ruff check verifier_service sandbox trainer_client tests bench
+	$(BIN)/ruff format --check verifier_service sandbox trainer_client tests bench
+
+typecheck: install
+	$(BIN)/mypy
+
+test: install lint typecheck
+	$(BIN)/python -m pytest
+
+run: install
+	$(BIN)/python -m verifier_service
+
+bench: install
+	$(BIN)/python bench/math_speed.py
+
+all: format lint typecheck test
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

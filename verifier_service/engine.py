@@ -1,0 +1,160 @@
+"""Batch dispatch: extract, dedupe, cache, fan out to the worker pool, keep order, assemble rewards.
+
+Every item gets exactly one result, in request order. The three outcomes stay apart: a wrong answer is 0
+with a verdict, a verifier failure is `null` with a verdict, and invalid requests never get here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from verifier_service.metrics import Metrics
+from verifier_service.pool import TaskTimeout, WorkerCrashed, WorkerPool
+from verifier_service.schema import ComponentResult, ItemResult, ScoreItem, Verdict
+from verifier_service.scoring.math import MathResult, MathTask, prepare_math
+from verifier_service.scoring.think_format import score_format
+from verifier_service.settings import VerifierSettings
+
+log = logging.getLogger(__name__)
+
+
+class ResultCache:
+    """A bounded LRU of finished math results, keyed by task (gold, answer, options)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._data: OrderedDict[MathTask, MathResult] = OrderedDict()
+
+    def get(self, task: MathTask) -> MathResult | None:
+        result = self._data.get(task)
+        if result is not None:
+            self._data.move_to_end(task)
+        return result
+
+    def put(self, task: MathTask, result: MathResult) -> None:
+        if self.size <= 0 or result.score is None:  # failures are not remembered: a retry may succeed
+            return
+        self._data[task] = result
+        self._data.move_to_end(task)
+        while len(self._data) > self.size:
+            self._data.popitem(last=False)
+
+
+@dataclass
+class _Batch:
+    """Per-request working state: components done so far, and which items wait on which task."""
+
+    components: list[dict[str, ComponentResult]]
+    waiting: dict[MathTask, list[int]] = field(default_factory=dict)
+
+
+def _component(result: MathResult) -> ComponentResult:
+    return ComponentResult(
+        score=result.score, verdict=result.verdict.value, detail=result.detail, extracted=result.extracted
+    )
+
+
+def _reward(item: ScoreItem, components: dict[str, ComponentResult]) -> float | None:
+    weights = item.weights or {}
+    total = 0.0
+    for name, component in components.items():
+        if component.score is None:
+            return None
+        total += weights.get(name, 1.0) * component.score
+    return total
+
+
+class Engine:
+    def __init__(self, settings: VerifierSettings, pool: WorkerPool, metrics: Metrics) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.metrics = metrics
+        self.cache = ResultCache(settings.math_cache_size)
+
+    async def score(self, items: list[ScoreItem]) -> list[ItemResult]:
+        # Extraction is regex work on up to a few MB: off the event loop, so health checks stay answered.
+        batch = await asyncio.to_thread(self._prepare, items)
+        await self._run_math(batch)
+        results = []
+        for item, components in zip(items, batch.components, strict=True):
+            reward = _reward(item, components)
+            results.append(
+                ItemResult(id=item.id, reward=reward, status="ok" if reward is not None else "error",
+                           components=components)
+            )
+        self.metrics.observe_results(results)
+        return results
+
+    def _prepare(self, items: list[ScoreItem]) -> _Batch:
+        batch = _Batch(components=[{} for _ in items])
+        for index, item in enumerate(items):
+            if item.math is not None:
+                prepared = prepare_math(
+                    item.completion,
+                    item.math.gold,
+                    item.math.options,
+                    window=self.settings.answer_window_chars,
+                    max_answer=self.settings.max_answer_chars,
+                )
+                if isinstance(prepared, MathTask):
+                    cached = self.cache.get(prepared)
+                    if cached is None:
+                        batch.waiting.setdefault(prepared, []).append(index)
+                    else:
+                        self.metrics.cache_hits.inc()
+                        batch.components[index]["math"] = _component(cached)
+                else:
+                    batch.components[index]["math"] = _component(prepared)
+            if item.format is not None:
+                fmt = score_format(item.completion, options=item.format)
+                batch.components[index]["format"] = ComponentResult(
+                    score=fmt.score, verdict=fmt.verdict.value, detail=fmt.detail
+                )
+        return batch
+
+    async def _run_math(self, batch: _Batch) -> None:
+        if not batch.waiting:
+            return
+        self.metrics.math_tasks.inc(len(batch.waiting))
+        self.metrics.deduplicated.inc(sum(len(v) for v in batch.waiting.values()) - len(batch.waiting))
+        tasks = {asyncio.ensure_future(self._run_one(task)): task for task in batch.waiting}
+        done, pending = await asyncio.wait(tasks, timeout=self.settings.batch_timeout_s)
+        for future in pending:
+            future.cancel()
+        for future, task in tasks.items():
+            if future in done:
+                result = future.result()
+            else:
+                result = MathResult(
+                    None, Verdict.DEADLINE_EXCEEDED,
+                    detail=f"the batch did not finish within {self.settings.batch_timeout_s}s",
+                )
+            self._fan_out(batch, task, result, batch.waiting[task])
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    def _fan_out(self, batch: _Batch, task: MathTask, result: MathResult, indexes: Iterable[int]) -> None:
+        self.cache.put(task, result)
+        component = _component(result)
+        for index in indexes:
+            batch.components[index]["math"] = component
+
+    async def _run_one(self, task: MathTask) -> MathResult:
+        timeout = self.settings.math_timeout_s
+        try:
+            return await self.pool.run(task, timeout_s=timeout)
+        except TaskTimeout:
+            self.metrics.timeouts.inc()
+            return MathResult(0.0, Verdict.TIMEOUT, detail=f"comparing the answer took longer than {timeout}s")
+        except WorkerCrashed:
+            self.metrics.worker_crashes.inc()
+            return MathResult(None, Verdict.WORKER_CRASHED, detail="the worker scoring this item died")
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("math task failed")
+            return MathResult(None, Verdict.INTERNAL_ERROR, detail="the verifier failed on this item")

@@ -1,0 +1,32 @@
+"""Prometheus metrics, one registry per app (so several apps in one process do not collide)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from verifier_service.schema import ItemResult
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("verifier_requests", "Score requests handled", ["status"], registry=r)
+        self.items = Counter("verifier_items", "Items scored", ["status"], registry=r)
+        self.verdicts = Counter("verifier_verdicts", "Component verdicts", ["component", "verdict"], registry=r)
+        self.batch_seconds = Histogram(
+            "verifier_batch_seconds", "Time to score one request", registry=r,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+        )
+        self.math_tasks = Counter("verifier_math_tasks", "Math comparisons sent to workers", registry=r)
+        self.deduplicated = Counter("verifier_math_deduplicated", "Math items that reused a batch twin", registry=r)
+        self.cache_hits = Counter("verifier_math_cache_hits", "Math items answered from the cache", registry=r)
+        self.timeouts = Counter("verifier_math_timeouts", "Math items past their deadline", registry=r)
+        self.worker_crashes = Counter("verifier_worker_crashes", "Workers that died under an item", registry=r)
+        self.workers_alive = Gauge("verifier_workers_alive", "Math worker processes alive", registry=r)
+
+    def observe_results(self, results: list[ItemResult]) -> None:
+        for result in results:
+            self.items.labels(status=result.status).inc()
+            for name, component in result.components.items():
+                self.verdicts.labels(component=name, verdict=component.verdict).inc()

@@ -1,0 +1,185 @@
+"""A pool of worker processes for the sympy work, with a hard deadline per task enforced from outside.
+
+math-verify's own timeout is `signal.alarm`, which cannot interrupt C-level arithmetic (`9^{9^{9^9}}`) and does
+not work off the main thread. Here every task runs in a worker process; when its deadline passes, the worker is
+killed and replaced, and only that task gets a timeout. A worker that dies under a task costs that task
+alone (`WorkerCrashed`); the pool refills in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_PRELOAD = ["verifier_service.scoring.math", "math_verify", "sympy"]
+
+
+class TaskTimeout(Exception):
+    """The task ran past its deadline; its worker was killed."""
+
+
+class WorkerCrashed(Exception):
+    """The worker died (or was killed) while running the task."""
+
+
+class PoolClosed(Exception):
+    """The pool is shut down."""
+
+
+def _worker_main(conn: Connection, fn_path: str) -> None:
+    """Worker process loop: receive a task, run it, send the outcome back."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent shuts us down
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+    module_name, _, fn_name = fn_path.partition(":")
+    module = __import__(module_name, fromlist=[fn_name])
+    fn: Callable[[Any], Any] = getattr(module, fn_name)
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            outcome = ("ok", fn(task))
+        except Exception as exc:  # reported to the parent as an internal error, the worker lives on
+            outcome = ("error", f"{type(exc).__name__}: {exc}"[:500])
+        conn.send(outcome)
+
+
+class _Worker:
+    def __init__(self, ctx: Any, fn_path: str) -> None:
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.process = ctx.Process(target=_worker_main, args=(child, fn_path), daemon=True)
+        self.process.start()
+        child.close()
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, OSError):
+            self.process.kill()
+        self.process.join(timeout=5)
+        self.conn.close()
+
+
+async def _readable(conn: Connection, timeout: float | None) -> bool:
+    """Wait until conn has data (or EOF) without blocking the event loop. False on timeout."""
+    if conn.poll():
+        return True
+    loop = asyncio.get_running_loop()
+    ready = loop.create_future()
+    fd = conn.fileno()
+    loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+    try:
+        await asyncio.wait_for(ready, timeout)
+        return True
+    except TimeoutError:
+        return False
+    finally:
+        loop.remove_reader(fd)
+
+
+class WorkerPool:
+    """`size` worker processes running `fn_path` ("module:function") on one task at a time each."""
+
+    def __init__(self, size: int, fn_path: str, *, start_timeout_s: float = 60.0) -> None:
+        self.size = size
+        self.fn_path = fn_path
+        self.start_timeout_s = start_timeout_s
+        self.restarts = 0
+        self._ctx = multiprocessing.get_context("forkserver")
+        self._idle: asyncio.Queue[_Worker] = asyncio.Queue()
+        self._all: set[_Worker] = set()
+        self._refills: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    @property
+    def ready(self) -> bool:
+        return not self._closed and len(self._all) == self.size and all(w.process.is_alive() for w in self._all)
+
+    def pids(self) -> list[int]:
+        return sorted(w.pid for w in self._all if w.pid is not None)
+
+    async def start(self) -> None:
+        self._ctx.set_forkserver_preload(_PRELOAD)
+        workers = await asyncio.gather(*(self._spawn() for _ in range(self.size)))
+        for worker in workers:
+            self._idle.put_nowait(worker)
+
+    async def _spawn(self) -> _Worker:
+        worker = await asyncio.to_thread(_Worker, self._ctx, self.fn_path)
+        if not await _readable(worker.conn, self.start_timeout_s):
+            worker.kill()
+            raise RuntimeError(f"a worker did not start within {self.start_timeout_s}s")
+        worker.conn.recv()  # ("ready", pid)
+        self._all.add(worker)
+        return worker
+
+    def _replace(self, worker: _Worker) -> None:
+        """Kill a worker and start its replacement in the background."""
+        self._all.discard(worker)
+        worker.kill()
+        self.restarts += 1
+        if self._closed:
+            return
+        task = asyncio.get_running_loop().create_task(self._refill())
+        self._refills.add(task)
+        task.add_done_callback(self._refills.discard)
+
+    async def _refill(self) -> None:
+        try:
+            worker = await self._spawn()
+        except Exception:
+            log.exception("could not start a replacement worker; retrying in 1s")
+            await asyncio.sleep(1)
+            if not self._closed:
+                await self._refill()
+            return
+        if self._closed:
+            worker.kill()
+        else:
+            self._idle.put_nowait(worker)
+
+    async def run(self, task: Any, *, timeout_s: float) -> Any:
+        """Run one task on an idle worker; the deadline counts from when the worker receives it."""
+        if self._closed:
+            raise PoolClosed("the worker pool is shut down")
+        worker = await self._idle.get()
+        healthy = False
+        try:
+            try:
+                worker.conn.send(task)
+                if not await _readable(worker.conn, timeout_s):
+                    raise TaskTimeout(f"no result within {timeout_s}s")
+                status, value = worker.conn.recv()
+            except (EOFError, OSError, BrokenPipeError) as exc:
+                raise WorkerCrashed("the worker died while scoring this item") from exc
+            healthy = True
+        finally:
+            # A worker that timed out, died, or was abandoned mid-task (cancellation) is never reused.
+            if healthy:
+                self._idle.put_nowait(worker)
+            else:
+                self._replace(worker)
+        if status == "error":
+            raise RuntimeError(value)
+        return value
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._refills):
+            task.cancel()
+        for worker in list(self._all):
+            worker.kill()
+        self._all.clear()

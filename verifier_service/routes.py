@@ -1,0 +1,97 @@
+"""Thin HTTP handlers: check, hand to the engine, return."""
+
+from __future__ import annotations
+
+import hmac
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, HTTPException, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from verifier_service.engine import Engine
+from verifier_service.metrics import Metrics
+from verifier_service.schema import ErrorResponse, ScoreRequest, ScoreResponse
+from verifier_service.settings import VerifierSettings
+
+router = APIRouter()
+
+
+def _settings(request: Request) -> VerifierSettings:
+    return request.app.state.settings  # type: ignore[no-any-return]
+
+
+def _engine(request: Request) -> Engine:
+    return request.app.state.engine  # type: ignore[no-any-return]
+
+
+def _metrics(request: Request) -> Metrics:
+    return request.app.state.metrics  # type: ignore[no-any-return]
+
+
+SettingsDep = Annotated[VerifierSettings, Depends(_settings)]
+EngineDep = Annotated[Engine, Depends(_engine)]
+MetricsDep = Annotated[Metrics, Depends(_metrics)]
+
+
+def require_api_key(settings: SettingsDep, authorization: Annotated[str | None, Header()] = None) -> None:
+    if settings.api_key is None:
+        return
+    expected = f"Bearer {settings.api_key.get_secret_value()}"
+    if authorization is None or not hmac.compare_digest(authorization.encode(), expected.encode()):
+        raise HTTPException(401, "missing or wrong API key (send 'Authorization: Bearer <key>')")
+
+
+def check_limits(request: ScoreRequest, settings: VerifierSettings) -> None:
+    if len(request.items) > settings.max_batch_items:
+        raise HTTPException(
+            413, f"{len(request.items)} items in one request; the limit is {settings.max_batch_items} "
+            "(VERIFIER_MAX_BATCH_ITEMS): split the batch"
+        )
+    for index, item in enumerate(request.items):
+        if len(item.completion) > settings.max_completion_chars:
+            raise HTTPException(
+                413, f"items.{index}.completion has {len(item.completion)} characters; the limit is "
+                f"{settings.max_completion_chars} (VERIFIER_MAX_COMPLETION_CHARS)"
+            )
+        if item.code is not None:
+            raise HTTPException(422, f"items.{index}: code scoring is not enabled on this server")
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse} for code in (401, 413, 422)
+}
+
+
+@router.post("/v1/score", dependencies=[Depends(require_api_key)], responses=ERRORS)
+async def score(body: ScoreRequest, engine: EngineDep, settings: SettingsDep, metrics: MetricsDep) -> ScoreResponse:
+    """Score a batch of completions; one result per item, in order, each item's `id` echoed."""
+    check_limits(body, settings)
+    started = time.perf_counter()
+    results = await engine.score(body.items)
+    metrics.batch_seconds.observe(time.perf_counter() - started)
+    metrics.requests.labels(status="ok").inc()
+    return ScoreResponse(results=results)
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    """The process is alive."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(request: Request, metrics: MetricsDep) -> JSONResponse:
+    """Ready when every math worker is up; 503 otherwise."""
+    pool = getattr(request.app.state, "pool", None)
+    pids = pool.pids() if pool is not None else []
+    metrics.workers_alive.set(len(pids))
+    ready = pool is not None and pool.ready
+    body = {"status": "ready" if ready else "starting", "math_workers": {"alive": len(pids), "pids": pids}}
+    return JSONResponse(body, status_code=200 if ready else 503)
+
+
+@router.get("/metrics")
+async def prometheus(metrics: MetricsDep) -> Response:
+    return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)

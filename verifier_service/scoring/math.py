@@ -1,0 +1,210 @@
+"""Math answers: extraction in the service process, symbolic comparison (math-verify) in a worker process.
+
+`prepare_math` is cheap and runs for every item; it either settles the item (no answer, plain numbers) or
+returns the key the engine dedupes on. `verify_math` does the sympy work and runs only in worker processes.
+`score_math` chains both in-process, for tests and for callers that need no pool.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from verifier_service.schema import MathOptions, Verdict
+from verifier_service.scoring import numbers
+from verifier_service.scoring.extract import extract_candidate, final_answer_region
+
+log = logging.getLogger(__name__)
+
+_DELIMITED = re.compile(r"\$|\\\(|\\\[|\\boxed|\\fbox")
+_LATEX_LOOKING = re.compile(r"\\|\^|_|\{")
+_MAX_NESTING = 40
+
+
+@dataclass(frozen=True)
+class MathResult:
+    score: float | None
+    verdict: Verdict
+    extracted: str | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class MathTask:
+    """One unit of sympy work: everything a worker needs, hashable so the engine can dedupe on it."""
+
+    gold: str
+    answer: str
+    options: MathOptions
+
+
+def _nesting_depth(text: str) -> int:
+    depth = deepest = 0
+    for ch in text:
+        if ch in "{([":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "})]":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+def prepare_math(
+    completion: str, gold: str, options: MathOptions, *, window: int = 20_000, max_answer: int = 2_000
+) -> MathResult | MathTask:
+    """Extract the answer; settle the item when no sympy is needed, else return the task for a worker."""
+    region = final_answer_region(completion, options.think_tag)
+    if region is None:
+        return MathResult(0.0, Verdict.NO_ANSWER, detail="the reasoning was opened and never closed")
+    region = region[-window:]
+    use_boxed = "latex" in options.extraction and options.boxed_priority >= 0
+    candidate = extract_candidate(region, use_boxed=use_boxed, language=options.language)
+    answer = numbers.rewrite(candidate.text, latex=candidate.source == "boxed")
+    if not answer.strip():
+        return MathResult(0.0, Verdict.NO_ANSWER, detail="no answer after the reasoning")
+    if len(answer) > max_answer:
+        return MathResult(0.0, Verdict.ANSWER_TOO_LONG, detail=f"the answer is longer than {max_answer} characters")
+    if _nesting_depth(answer) > _MAX_NESTING:
+        return MathResult(0.0, Verdict.ANSWER_TOO_LONG, detail=f"the answer nests deeper than {_MAX_NESTING}")
+    # Plain numbers are what the `expr` target reads; without it math-verify may read them differently.
+    fast = "expr" in options.extraction and "expr" in (options.gold_extraction or options.extraction)
+    gold_value = numbers.plain_number(_gold_text(gold)) if fast else None
+    answer_value = numbers.plain_number(answer) if gold_value is not None else None
+    if gold_value is not None and answer_value is not None:
+        same = numbers.compare_plain(gold_value, answer_value)
+        if same is not None:
+            return _verdict(same, str(answer_value))
+    return MathTask(gold=gold, answer=answer, options=options)
+
+
+def _verdict(correct: bool, extracted: str | None) -> MathResult:
+    return MathResult(1.0 if correct else 0.0, Verdict.CORRECT if correct else Verdict.WRONG, extracted)
+
+
+def _gold_text(gold: str) -> str:
+    """The gold answer narrowed like a completion (a full GSM8K solution ends with `#### N`)."""
+    if "####" in gold or "\\boxed" in gold or "\\fbox" in gold:
+        return extract_candidate(gold).text
+    return gold
+
+
+def _targets(kinds: tuple[str, ...], options: MathOptions) -> list[Any]:
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, StringExtractionConfig
+
+    made: list[Any] = []
+    for kind in kinds:
+        if kind == "latex":
+            made.append(LatexExtractionConfig(boxed_match_priority=options.boxed_priority))
+        elif kind == "expr":
+            made.append(ExprExtractionConfig())
+        else:
+            made.append(StringExtractionConfig(strings=options.string_choices))
+    return made
+
+
+def _parse(text: str, kinds: tuple[str, ...], options: MathOptions) -> list[Any]:
+    from math_verify import parse
+
+    # Timeouts are enforced by the worker pool, from outside: math-verify's signal.alarm is off.
+    return parse(text, _targets(kinds, options), parsing_timeout=None)  # type: ignore[arg-type]
+
+
+@lru_cache(maxsize=4096)
+def parse_gold(gold: str, options: MathOptions) -> tuple[Any, ...]:
+    """Parse a gold answer once per worker. Bare LaTeX (`\\dfrac{1}{3}`, `2\\pi`) is parsed as one expression."""
+    kinds = options.gold_extraction or options.extraction
+    text = numbers.rewrite(_gold_text(gold), latex=True)
+    wrapped = f"${text}$"
+    if "latex" in kinds and not _DELIMITED.search(text) and _LATEX_LOOKING.search(text):
+        attempts = [wrapped, text]
+    else:
+        attempts = [text, wrapped] if "latex" in kinds and not _DELIMITED.search(text) else [text]
+    for attempt in attempts:
+        parsed = _parse(attempt, kinds, options)
+        if parsed:
+            return tuple(parsed)
+    return ()
+
+
+def verify_math(task: MathTask) -> MathResult:
+    """The sympy half: parse gold and answer with math-verify and compare them. Runs in a worker process."""
+    from math_verify import verify
+
+    options = task.options
+    gold = parse_gold(task.gold, options)
+    if not gold:
+        return MathResult(None, Verdict.GOLD_UNPARSEABLE, detail="the gold answer could not be parsed")
+    answer = _parse(task.answer, options.extraction, options)
+    if not answer:
+        return MathResult(0.0, Verdict.NO_ANSWER, detail="no parseable answer found")
+    extracted = str(answer[-1]) if isinstance(answer[-1], str) else str(answer[0])
+    hedge = _hedge(gold[0], answer[0])
+    if hedge is not None:
+        return MathResult(0.0, Verdict.HEDGED if hedge else Verdict.WRONG, extracted, _HEDGE_DETAIL[hedge])
+    correct = verify(
+        list(gold),
+        answer,
+        float_rounding=options.float_rounding,
+        numeric_precision=options.numeric_precision,
+        strict=options.strict,
+        allow_set_relation_comp=options.allow_set_relation_comp,
+        timeout_seconds=None,
+    )
+    return _verdict(bool(correct), extracted)
+
+
+_HEDGE_DETAIL = {
+    True: "the answer states several different values",
+    False: "an equation is not an answer to a question whose answer is a value",
+}
+
+
+def _hedge(gold: Any, answer: Any) -> bool | None:
+    """True for a hedge (`x = 5 = 6`), False for an equation given where a value is asked; else None."""
+    from math_verify.grader import is_assignment_relation, is_equation
+    from sympy import And, Eq, Number
+
+    if is_equation(gold):
+        return None  # math-verify's own rules for equations (chains keep their last value) apply
+    if isinstance(answer, And) and all(isinstance(a, Eq) for a in answer.args):
+        sides = [side for eq in answer.args for side in (eq.lhs, eq.rhs)]
+        values = [side for side in sides if isinstance(side, Number)]
+        if len(values) >= 2 and len(values) >= len(sides) // 2 + 1 and _distinct_numbers(set(values)):
+            return True  # `x = 5 = 6`, `5 = 6`: a chain of different plain values
+    if is_equation(answer) and not is_assignment_relation(answer) and _has_unknowns(answer):
+        return False  # `3x + 4y + 14 = 0` is not the value 0
+    return None
+
+
+def _has_unknowns(relation: Any) -> bool:
+    try:
+        return bool(relation.lhs.free_symbols)
+    except AttributeError:
+        return False
+
+
+def _distinct_numbers(values: set[Any]) -> bool:
+    from sympy import nsimplify
+
+    seen = []
+    for v in values:
+        try:
+            seen.append(nsimplify(v))
+        except Exception:  # an odd value is no evidence of a hedge
+            return False
+    return any((a - b) != 0 for a in seen for b in seen)
+
+
+def score_math(completion: str, gold: str, options: MathOptions | None = None) -> MathResult:
+    """Score one completion in this process, without a deadline (tests and small scripts).
+
+    >>> score_math("<think>2+2</think>The answer is \\\\boxed{4}.", "4").verdict
+    <Verdict.CORRECT: 'correct'>
+    """
+    prepared = prepare_math(completion, gold, options or MathOptions())
+    if isinstance(prepared, MathResult):
+        return prepared
+    return verify_math(prepared)

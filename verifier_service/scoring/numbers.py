@@ -1,0 +1,100 @@
+"""Plain numbers without sympy: the fast path, and rewrites math-verify 0.9.0 gets wrong.
+
+The fast path decides only what it can decide exactly as math-verify would: both sides are one plain number
+(thousands separators, decimal comma, signs, `$`/`\\boxed{}` wrappers and trailing punctuation allowed). When the
+values are equal, or both are integers, the verdict is final; anything else (percentages, inexact decimals that
+math-verify rounds) goes to the sympy path.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+# math-verify's own number grammar (parser.py, lazy_expr_regex), anchored to the whole string.
+_NUMBER = re.compile(
+    r"^(?:(?P<int1>[-+]?[1-9]\d{0,2}(?:[ ,]\d{3})+)(?P<dec1>\.\d+)?"
+    r"|(?P<int2>[-+]?\d+)(?P<dec2>[.,]\d+)"
+    r"|(?P<dec3>[-+]?\.\d+)"
+    r"|(?P<int3>[-+]?\d+))$"
+)
+_WRAPPERS = re.compile(r"^(?:\\boxed\{(?P<boxed>.*)\}|\$\$(?P<dd>.*)\$\$|\$(?P<d>.*)\$|\*\*(?P<bold>.*)\*\*)$", re.S)
+_TRAILING = re.compile(r"[\s.,;:!]+$")
+_LEADING = re.compile(r"^(?:(?i:(?:the\s+)?(?:final\s+)?answer(?:\s+is)?\s*:?)|=|\s)+")
+
+# `4 4/9` is 40/9; `1 000 4/9` is 9004/9. Not inside a longer number or fraction.
+MIXED_NUMBER = re.compile(
+    r"(?<![\d.,/\w])(?P<sign>[-+]?)(?P<whole>\d{1,3}(?: \d{3})+|\d+)[ \t]+(?P<num>\d+)/(?P<den>\d+)"
+    r"(?![\d/.]\d|\d|/)(?P<pct>\s*(?:%|[Pp]ercentage|[Pp]ercent|[Pp]ct))?"
+)
+_SCIENTIFIC = re.compile(r"(?<![\w\\.])(?P<mant>\d+(?:\.\d+)?)[eE](?P<exp>[-+]?\d+)(?![\w.])")
+_MATHRM_E = re.compile(r"\\(?:mathrm|text|operatorname)\s*\{\s*e\s*\}|\\mathrm\s+e\b")
+_TEXT_AND = re.compile(r"\s*\\q?quad\s*\\text\s*\{\s*(?:and|or)\s*\}\s*\\q?quad\s*")
+_SQRT_PAREN = re.compile(r"\\sqrt\s*\(([^()\\]{1,40})\)")
+# A full stop or comma that ends the math, inside the math: `$\frac{1}{3}.$`, `\boxed{5.}`.
+_PUNCT_BEFORE_CLOSE = re.compile(r"(?<!\\)\s*[.,;](\s*)(?=\$|\\\]|\\\)|\}\s*$)")
+
+INVALID = "\\text{invalid}"
+
+
+def _mixed_to_fraction(m: re.Match[str]) -> str:
+    whole, num, den = int(m["whole"].replace(" ", "")), int(m["num"]), int(m["den"])
+    if den == 0 or num >= den:
+        return INVALID  # `4 4/0`, `11 6/6`: not a number anyone means
+    value = whole * den + num
+    if m["pct"]:
+        den *= 100
+    return f"{'-' if m['sign'] == '-' else ''}{value}/{den}"
+
+
+def rewrite(text: str, *, latex: bool) -> str:
+    """Rewrite forms math-verify 0.9.0 misreads into forms it reads right.
+
+    >>> rewrite("The answer is 4 4/9.", latex=False)
+    'The answer is 40/9.'
+    """
+    text = MIXED_NUMBER.sub(_mixed_to_fraction, text)
+    text = _MATHRM_E.sub("e", text)
+    text = _TEXT_AND.sub("; ", text)
+    text = _SQRT_PAREN.sub(r"\\sqrt{\1}", text)
+    sci = r"\g<mant>\\cdot 10^{\g<exp>}" if latex else r"\g<mant>*10^(\g<exp>)"
+    text = _SCIENTIFIC.sub(sci, text)
+    return _PUNCT_BEFORE_CLOSE.sub(r"\1", text)
+
+
+def plain_number(text: str) -> Decimal | None:
+    """The value of text when it is exactly one plain number (possibly wrapped), else None.
+
+    >>> plain_number("$1,234$."), plain_number("\\\\boxed{-0.5}"), plain_number("x = 3")
+    (Decimal('1234'), Decimal('-0.5'), None)
+    """
+    s = _LEADING.sub("", _TRAILING.sub("", text.strip()))
+    for _ in range(3):
+        m = _WRAPPERS.match(s)
+        if m is None:
+            break
+        s = _TRAILING.sub("", next(g for g in m.groups() if g is not None).strip())
+    m = _NUMBER.match(s)
+    if m is None:
+        return None
+    if m["int1"] is not None:
+        digits = m["int1"].replace(",", "").replace(" ", "") + (m["dec1"] or "")
+    elif m["int2"] is not None:
+        digits = m["int2"] + m["dec2"].replace(",", ".")
+    else:
+        digits = m["dec3"] or m["int3"]
+    try:
+        return Decimal(digits)
+    except InvalidOperation:
+        return None
+
+
+def compare_plain(gold: Decimal, answer: Decimal) -> bool | None:
+    """True/False when exact arithmetic settles it as math-verify would; None to defer to sympy."""
+    if gold == answer:
+        return True
+    if gold == gold.to_integral_value() and answer == answer.to_integral_value():
+        # Both integral: math-verify compares them as integers, or rounds floats that are equal anyway.
+        return False
+    return None
+

@@ -1,0 +1,45 @@
+"""Service settings, read from `VERIFIER_*` environment variables.
+
+One class, read in one place (`__main__` or whoever calls `create_app`); never instantiated at import time.
+Tests pass values to the constructor.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _default_workers() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+class VerifierSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="VERIFIER_", env_nested_delimiter="__", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(8088, ge=1, le=65535)
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    api_key: SecretStr | None = Field(None, description="When set, requests need 'Authorization: Bearer <key>'.")
+
+    math_workers: int = Field(default_factory=_default_workers, ge=1, le=256)
+    math_timeout_s: float = Field(5.0, gt=0, le=300, description="Hard deadline per math item, from its start.")
+    batch_timeout_s: float = Field(120.0, gt=0, le=3600, description="Items not finished by then are null.")
+    math_cache_size: int = Field(100_000, ge=0, description="Scored (gold, answer, options) kept across requests.")
+
+    max_batch_items: int = Field(4096, ge=1)
+    max_request_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    max_completion_chars: int = Field(200_000, ge=1)
+    max_answer_chars: int = Field(2_000, ge=1, description="Longer extracted answers are scored wrong.")
+    answer_window_chars: int = Field(20_000, ge=100, description="The answer is searched in this many final chars.")
+
+    sandbox_backend: Literal["local", "docker"] = "local"
+
+    @model_validator(mode="after")
+    def _check_deadlines(self) -> VerifierSettings:
+        if self.math_timeout_s >= self.batch_timeout_s:
+            raise ValueError("VERIFIER_MATH_TIMEOUT_S must be shorter than VERIFIER_BATCH_TIMEOUT_S")
+        return self
