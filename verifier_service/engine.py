@@ -83,8 +83,12 @@ class Engine:
         for item, components in zip(items, batch.components, strict=True):
             reward = _reward(item, components)
             results.append(
-                ItemResult(id=item.id, reward=reward, status="ok" if reward is not None else "error",
-                           components=components)
+                ItemResult(
+                    id=item.id,
+                    reward=reward,
+                    status="ok" if reward is not None else "error",
+                    components=components,
+                )
             )
         self.metrics.observe_results(results)
         return results
@@ -130,7 +134,8 @@ class Engine:
                 result = future.result()
             else:
                 result = MathResult(
-                    None, Verdict.DEADLINE_EXCEEDED,
+                    None,
+                    Verdict.DEADLINE_EXCEEDED,
                     detail=f"the batch did not finish within {self.settings.batch_timeout_s}s",
                 )
             self._fan_out(batch, task, result, batch.waiting[task])

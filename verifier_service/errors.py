@@ -20,7 +20,9 @@ def _where(loc: tuple[Any, ...]) -> str:
 
 def describe(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Pydantic errors reduced to location, message and type: the submitted input is never echoed."""
-    return [{"loc": _where(tuple(e.get("loc", ()))), "msg": e.get("msg", "invalid"), "type": e.get("type")} for e in errors]
+    return [
+        {"loc": _where(tuple(e.get("loc", ()))), "msg": e.get("msg", "invalid"), "type": e.get("type")} for e in errors
+    ]
 
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

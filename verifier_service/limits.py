@@ -45,6 +45,14 @@ class BodySizeLimit:
         body = json.dumps(
             {"detail": f"request body larger than {self.max_bytes} bytes (VERIFIER_MAX_REQUEST_BYTES)"}
         ).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})

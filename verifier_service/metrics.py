@@ -15,7 +15,9 @@ class Metrics:
         self.items = Counter("verifier_items", "Items scored", ["status"], registry=r)
         self.verdicts = Counter("verifier_verdicts", "Component verdicts", ["component", "verdict"], registry=r)
         self.batch_seconds = Histogram(
-            "verifier_batch_seconds", "Time to score one request", registry=r,
+            "verifier_batch_seconds",
+            "Time to score one request",
+            registry=r,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
         )
         self.math_tasks = Counter("verifier_math_tasks", "Math comparisons sent to workers", registry=r)

@@ -80,7 +80,12 @@ async def _readable(conn: Connection, timeout: float | None) -> bool:
     loop = asyncio.get_running_loop()
     ready = loop.create_future()
     fd = conn.fileno()
-    loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(fd, wake)
     try:
         await asyncio.wait_for(ready, timeout)
         return True

@@ -19,15 +19,15 @@ router = APIRouter()
 
 
 def _settings(request: Request) -> VerifierSettings:
-    return request.app.state.settings  # type: ignore[no-any-return]
+    return request.app.state.settings
 
 
 def _engine(request: Request) -> Engine:
-    return request.app.state.engine  # type: ignore[no-any-return]
+    return request.app.state.engine
 
 
 def _metrics(request: Request) -> Metrics:
-    return request.app.state.metrics  # type: ignore[no-any-return]
+    return request.app.state.metrics
 
 
 SettingsDep = Annotated[VerifierSettings, Depends(_settings)]
@@ -46,22 +46,22 @@ def require_api_key(settings: SettingsDep, authorization: Annotated[str | None, 
 def check_limits(request: ScoreRequest, settings: VerifierSettings) -> None:
     if len(request.items) > settings.max_batch_items:
         raise HTTPException(
-            413, f"{len(request.items)} items in one request; the limit is {settings.max_batch_items} "
-            "(VERIFIER_MAX_BATCH_ITEMS): split the batch"
+            413,
+            f"{len(request.items)} items in one request; the limit is {settings.max_batch_items} "
+            "(VERIFIER_MAX_BATCH_ITEMS): split the batch",
         )
     for index, item in enumerate(request.items):
         if len(item.completion) > settings.max_completion_chars:
             raise HTTPException(
-                413, f"items.{index}.completion has {len(item.completion)} characters; the limit is "
-                f"{settings.max_completion_chars} (VERIFIER_MAX_COMPLETION_CHARS)"
+                413,
+                f"items.{index}.completion has {len(item.completion)} characters; the limit is "
+                f"{settings.max_completion_chars} (VERIFIER_MAX_COMPLETION_CHARS)",
             )
         if item.code is not None:
             raise HTTPException(422, f"items.{index}: code scoring is not enabled on this server")
 
 
-ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorResponse} for code in (401, 413, 422)
-}
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (401, 413, 422)}
 
 
 @router.post("/v1/score", dependencies=[Depends(require_api_key)], responses=ERRORS)

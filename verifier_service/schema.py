@@ -63,11 +63,15 @@ class MathOptions(_Strict):
         ("latex", "expr"), min_length=1, description="Which forms are extracted from the completion."
     )
     gold_extraction: tuple[ExtractionTarget, ...] | None = Field(
-        None, min_length=1, description="Which forms are extracted from the gold answer; default: `extraction`."
+        None,
+        min_length=1,
+        description="Which forms are extracted from the gold answer; default: `extraction`.",
     )
     boxed_priority: int = Field(
-        0, ge=-1, le=1000, description="Priority of \\boxed{} among extraction patterns (0 first, 50 after "
-        "'final answer is', -1 never)."
+        0,
+        ge=-1,
+        le=1000,
+        description="Priority of \\boxed{} among extraction patterns (0 first, 50 after 'final answer is', -1 never).",
     )
     float_rounding: int = Field(6, ge=0, le=15, description="Decimal places floats are rounded to.")
     numeric_precision: int = Field(15, ge=1, le=100, description="Significant digits for numeric evaluation.")
@@ -78,7 +82,9 @@ class MathOptions(_Strict):
     )
     language: Language = Field("en", description="Language of the answer words ('the answer is', '答案').")
     think_tag: str = Field(
-        "think", pattern=r"^[A-Za-z][\w-]{0,31}$", description="Only text after the last closing tag is graded."
+        "think",
+        pattern=r"^[A-Za-z][\w-]{0,31}$",
+        description="Only text after the last closing tag is graded.",
     )
 
 

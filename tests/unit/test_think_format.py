@@ -22,7 +22,6 @@ CONFORMANCE = [
 ]
 
 
-
 def _trl_reward(completion: str) -> float:
     return 1.0 if TRL_PATTERN.match(completion) else 0.0
 

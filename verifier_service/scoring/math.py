@@ -20,7 +20,7 @@ from verifier_service.scoring.extract import extract_candidate, final_answer_reg
 log = logging.getLogger(__name__)
 
 _DELIMITED = re.compile(r"\$|\\\(|\\\[|\\boxed|\\fbox")
-_LATEX_LOOKING = re.compile(r"\\|\^|_|\{")
+_LATEX_LOOKING = re.compile(r"\\|\^|_|\{|, ")  # `, ` separates a list; `1,22` is a decimal comma
 _MAX_NESTING = 40
 
 
@@ -109,7 +109,7 @@ def _parse(text: str, kinds: tuple[str, ...], options: MathOptions) -> list[Any]
     from math_verify import parse
 
     # Timeouts are enforced by the worker pool, from outside: math-verify's signal.alarm is off.
-    return parse(text, _targets(kinds, options), parsing_timeout=None)  # type: ignore[arg-type]
+    return parse(text, _targets(kinds, options), parsing_timeout=None)
 
 
 @lru_cache(maxsize=4096)
@@ -141,6 +141,8 @@ def verify_math(task: MathTask) -> MathResult:
     if not answer:
         return MathResult(0.0, Verdict.NO_ANSWER, detail="no parseable answer found")
     extracted = str(answer[-1]) if isinstance(answer[-1], str) else str(answer[0])
+    if _exactly_different(gold[0], answer[0]):
+        return _verdict(False, extracted)
     hedge = _hedge(gold[0], answer[0])
     if hedge is not None:
         return MathResult(0.0, Verdict.HEDGED if hedge else Verdict.WRONG, extracted, _HEDGE_DETAIL[hedge])
@@ -153,7 +155,20 @@ def verify_math(task: MathTask) -> MathResult:
         allow_set_relation_comp=options.allow_set_relation_comp,
         timeout_seconds=None,
     )
+    if not correct and _text_only(gold, options):
+        return MathResult(
+            None,
+            Verdict.GOLD_UNPARSEABLE,
+            extracted,
+            "the gold answer is not parseable math; only an exact text match can be judged",
+        )
     return _verdict(bool(correct), extracted)
+
+
+def _text_only(gold: tuple[Any, ...], options: MathOptions) -> bool:
+    """math-verify fell back to the raw text for every part of the gold (and text answers were not asked for)."""
+    kinds = options.gold_extraction or options.extraction
+    return "string" not in kinds and all(isinstance(part, str) for part in gold)
 
 
 _HEDGE_DETAIL = {
@@ -177,6 +192,23 @@ def _hedge(gold: Any, answer: Any) -> bool | None:
     if is_equation(answer) and not is_assignment_relation(answer) and _has_unknowns(answer):
         return False  # `3x + 4y + 14 = 0` is not the value 0
     return None
+
+
+def _exactly_different(gold: Any, answer: Any) -> bool:
+    """Two exact rationals that differ: math-verify's numeric check chops `1/2^99 - 1/2^98` to zero."""
+    from sympy import Expr, Float, Pow
+
+    if not (isinstance(gold, Expr) and isinstance(answer, Expr)):
+        return False
+    for value in (gold, answer):
+        if value.is_rational is not True or value.has(Float):
+            return False
+        if any(abs(p.exp) > 4096 for p in value.atoms(Pow) if p.exp.is_Integer):
+            return False  # exact arithmetic could take forever; math-verify's rules decide
+    try:
+        return bool((gold - answer).doit() != 0)
+    except Exception:  # no exact answer: leave it to math-verify
+        return False
 
 
 def _has_unknowns(relation: Any) -> bool:

@@ -97,4 +97,3 @@ def compare_plain(gold: Decimal, answer: Decimal) -> bool | None:
         # Both integral: math-verify compares them as integers, or rounds floats that are equal anyway.
         return False
     return None
-

@@ -1,0 +1,84 @@
+"""Shared test helpers: a real verifier server on loopback, started as `python -m verifier_service`."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Server:
+    url: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@contextmanager
+def running_server(tmp_path: Path, **settings: object) -> Iterator[Server]:
+    """Start a real uvicorn server with VERIFIER_* settings; stop it (and its workers) afterwards."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
+    env |= {"VERIFIER_HOST": "127.0.0.1", "VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning"}
+    env |= {f"VERIFIER_{k.upper()}": str(v) for k, v in settings.items()}
+    log = tmp_path / f"server-{port}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "verifier_service"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    server = Server(f"http://127.0.0.1:{port}", process, log)
+    try:
+        wait_ready(server, timeout=60)
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def wait_ready(server: Server, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"server exited with {server.process.returncode}:\n{server.output()}")
+        try:
+            if httpx.get(f"{server.url}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"server not ready within {timeout}s:\n{server.output()}")
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One shared server for tests that do not disturb it."""
+    with running_server(tmp_path_factory.mktemp("server"), math_timeout_s=3, max_batch_items=2000) as srv:
+        yield srv

@@ -1,0 +1,79 @@
+"""The pool survives its workers dying; optional API key. Each test runs its own server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import running_server
+
+BOMBS = ["\\boxed{9^{9^{9^{9}}}}", "\\boxed{8^{8^{8^{8}}}}"]
+
+
+def _score(url: str, items: list[dict[str, Any]], **kwargs: Any) -> httpx.Response:
+    return httpx.post(f"{url}/v1/score", json={"items": items}, timeout=120, **kwargs)
+
+
+@pytest.mark.timeout(120)
+def test_workers_killed_mid_batch(tmp_path: Path) -> None:
+    with running_server(tmp_path, math_workers=2, math_timeout_s=30) as server:
+        old_pids = httpx.get(f"{server.url}/readyz").json()["math_workers"]["pids"]
+        items = [{"id": f"bomb{i}", "completion": bomb, "math": {"gold": "5"}} for i, bomb in enumerate(BOMBS)]
+        items += [
+            {
+                "id": f"ok{i}",
+                "completion": f"\\boxed{{\\frac{{{i}}}{{{i + 1}}}}}",
+                "math": {"gold": f"{i}/{i + 1}"},
+            }
+            for i in range(1, 11)
+        ]
+        box: dict[str, httpx.Response] = {}
+        sender = threading.Thread(target=lambda: box.setdefault("r", _score(server.url, items)))
+        sender.start()
+        time.sleep(2.0)  # both workers are now stuck in C-level big-integer arithmetic
+        for pid in old_pids:
+            os.kill(pid, signal.SIGKILL)
+        sender.join(timeout=90)
+        response = box["r"]
+        assert response.status_code == 200
+        got = response.json()["results"]
+        assert [r["id"] for r in got] == [item["id"] for item in items]
+        for bomb in got[:2]:
+            assert bomb["components"]["math"]["verdict"] == "worker_crashed"
+            assert bomb["reward"] is None and bomb["status"] == "error"
+        assert [r["reward"] for r in got[2:]] == [1.0] * 10
+        # the pool refilled: ready again, with new processes, and later requests succeed
+        deadline = time.monotonic() + 30
+        while httpx.get(f"{server.url}/readyz").status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        ready = httpx.get(f"{server.url}/readyz").json()
+        assert ready["status"] == "ready"
+        assert not set(ready["math_workers"]["pids"]) & set(old_pids)
+        later = _score(server.url, [{"completion": "\\boxed{\\sqrt{4}}", "math": {"gold": "2"}}]).json()
+        assert later["results"][0]["reward"] == 1.0
+        assert "verifier_worker_crashes_total 2.0" in httpx.get(f"{server.url}/metrics").text
+
+
+def test_api_key(tmp_path: Path) -> None:
+    with running_server(tmp_path, api_key="s3cret", math_workers=1) as server:
+        item = [{"completion": "<think>a</think>b", "format": {}}]
+        assert _score(server.url, item).status_code == 401
+        wrong = _score(server.url, item, headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401 and "s3cret" not in wrong.text
+        right = _score(server.url, item, headers={"Authorization": "Bearer s3cret"})
+        assert right.status_code == 200 and right.json()["results"][0]["reward"] == 1.0
+        assert httpx.get(f"{server.url}/healthz").status_code == 200  # probes need no key
+
+
+def test_body_size_limit(tmp_path: Path) -> None:
+    with running_server(tmp_path, max_request_bytes=4096, math_workers=1) as server:
+        response = _score(server.url, [{"completion": "x" * 5000, "format": {}}])
+        assert response.status_code == 413
+        assert "VERIFIER_MAX_REQUEST_BYTES" in response.json()["detail"]

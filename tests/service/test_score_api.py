@@ -1,0 +1,179 @@
+"""POST /v1/score through a real uvicorn server on loopback."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Server
+
+PATHOLOGICAL = "<think>Let me compute.</think>The answer is $\\boxed{9^{9^{9^{9}}}}$."
+
+
+def score(server: Server, items: list[dict[str, Any]], **kwargs: Any) -> httpx.Response:
+    return httpx.post(f"{server.url}/v1/score", json={"items": items}, timeout=120, **kwargs)
+
+
+def results(server: Server, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    response = score(server, items)
+    assert response.status_code == 200, response.text
+    return response.json()["results"]  # type: ignore[no-any-return]
+
+
+def math_item(completion: str, gold: str, **extra: Any) -> dict[str, Any]:
+    return {"completion": completion, "math": {"gold": gold}, **extra}
+
+
+def test_every_component_and_the_reward(server: Server) -> None:
+    [item] = results(
+        server,
+        [math_item("<think>1/3 of it</think>So it is $\\boxed{\\dfrac{2}{6}}$.", "\\frac13", id="x", format={})],
+    )
+    assert item["id"] == "x" and item["status"] == "ok" and item["reward"] == 2.0
+    assert item["components"]["math"] == {
+        "score": 1.0,
+        "verdict": "correct",
+        "detail": None,
+        "extracted": "\\frac{2}{6}",
+    }
+    assert item["components"]["format"] == {"score": 1.0, "verdict": "ok", "detail": None}
+
+
+def test_thousand_items_keep_order_and_ids(server: Server) -> None:
+    items = []
+    for i in range(1000):
+        gold = str(i % 97)
+        answer = gold if i % 3 else str(i % 97 + 1)
+        completion = f"<think>step {i}: {i} * 2 = {2 * i}</think>The answer is \\boxed{{{answer}}}."
+        items.append(math_item(completion, gold, id=f"item-{i}"))
+    got = results(server, items)
+    assert [r["id"] for r in got] == [f"item-{i}" for i in range(1000)]
+    assert [r["reward"] for r in got] == [1.0 if i % 3 else 0.0 for i in range(1000)]
+    assert {r["components"]["math"]["verdict"] for r in got} == {"correct", "wrong"}
+
+
+@pytest.mark.timeout(60)
+def test_pathological_item_times_out_alone(server: Server) -> None:
+    items = [math_item(f"<think>x</think>\\boxed{{{i}}}", str(i)) for i in range(6)]
+    items.insert(3, math_item(PATHOLOGICAL, "5", id="bomb"))
+    got = results(server, items)
+    assert got[3]["id"] == "bomb"
+    assert got[3]["components"]["math"]["verdict"] == "timeout"
+    assert got[3]["reward"] == 0.0  # the model's fault: an absurd expression
+    assert [r["reward"] for r in got[:3] + got[4:]] == [1.0] * 6
+    # the pool replaced the killed worker: the next request is scored normally
+    assert results(server, [math_item("\\boxed{7}", "7")])[0]["reward"] == 1.0
+
+
+def test_unjudgeable_gold_is_null_not_zero(server: Server) -> None:
+    [item] = results(server, [math_item("\\boxed{3}", "\\frac{", format={})])
+    assert item["components"]["math"]["score"] is None
+    assert item["components"]["math"]["verdict"] == "gold_unparseable"
+    assert item["reward"] is None and item["status"] == "error"
+
+
+def test_weights(server: Server) -> None:
+    completion = "<think>r</think>\\boxed{4}"
+    [right, wrong_format] = results(
+        server,
+        [
+            math_item(completion, "4", format={}, weights={"math": 0.75, "format": 0.25}),
+            math_item("\\boxed{4}", "4", format={}, weights={"math": 2.0, "format": 0.5}),
+        ],
+    )
+    assert right["reward"] == 1.0
+    assert wrong_format["reward"] == 2.0
+    assert wrong_format["components"]["format"]["verdict"] == "missing_open_tag"
+
+
+def test_only_the_final_answer_is_graded(server: Server) -> None:
+    reasoning_box = "<think>maybe \\boxed{5}?</think>The answer is \\boxed{6}."
+    unclosed = "<think>it is \\boxed{5}"
+    got = results(server, [math_item(reasoning_box, "5"), math_item(unclosed, "5")])
+    assert [r["reward"] for r in got] == [0.0, 0.0]
+    assert got[1]["components"]["math"]["verdict"] == "no_answer"
+
+
+def test_identical_answers_are_scored_once(server: Server) -> None:
+    def tasks() -> float:
+        text = httpx.get(f"{server.url}/metrics").text
+        line = next(x for x in text.splitlines() if x.startswith("verifier_math_tasks_total"))
+        return float(line.split()[-1])
+
+    before = tasks()
+    group = [
+        math_item(f"<think>try {i}</think>So $\\boxed{{\\frac{{{7}}}{{{9}}}}}$", "\\frac{14}{18}") for i in range(8)
+    ]
+    group += [math_item(f"<think>other {i}</think>So $\\boxed{{\\sqrt{{2}}}}$", "\\frac{14}{18}") for i in range(8)]
+    got = results(server, group)
+    assert [r["reward"] for r in got] == [1.0] * 8 + [0.0] * 8
+    assert tasks() - before <= 2  # 16 completions, 2 distinct answers: at most 2 sympy comparisons
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        (b"{not json", "JSON"),
+        (b'{"items": [{"completion": 5, "math": {"gold": "1"}}]}', "items.0.completion"),
+        (b'{"items": []}', "items"),
+        (b'{"items": [{"completion": "x"}]}', "at least one of"),
+        (b'{"items": [{"completion": "x", "format": {}, "weights": {"math": 1}}]}', "weights"),
+        (
+            b'{"items": [{"completion": "x", "math": {"gold": "1", "options": {"float_rounding": "six"}}}]}',
+            "float_rounding",
+        ),
+        (b'{"items": [{"completion": "x", "math": {"gold": "1"}, "surprise": 1}]}', "surprise"),
+    ],
+)
+def test_invalid_requests_get_a_readable_422(server: Server, body: bytes, needle: str) -> None:
+    response = httpx.post(
+        f"{server.url}/v1/score", content=body, headers={"content-type": "application/json"}, timeout=30
+    )
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert isinstance(detail, str) and needle in detail
+    assert "Traceback" not in response.text
+
+
+def test_code_items_are_refused_until_code_scoring_lands(server: Server) -> None:
+    code = {"tests": [{"type": "assert", "code": "assert f() == 1"}]}
+    response = score(server, [{"completion": "def f(): return 1", "code": code}])
+    assert response.status_code == 422
+    assert "code scoring is not enabled" in response.json()["detail"]
+    assert "def f()" not in response.text  # submitted code is never echoed
+
+
+def test_oversize_batch_is_413(server: Server) -> None:
+    response = score(server, [{"completion": "x", "format": {}}] * 2001)
+    assert response.status_code == 413
+    assert "2001 items" in response.json()["detail"]
+
+
+def test_oversize_completion_is_413(server: Server) -> None:
+    response = score(server, [{"completion": "x", "format": {}}, {"completion": "y" * 200_001, "format": {}}])
+    assert response.status_code == 413
+    assert "items.1.completion" in response.json()["detail"]
+
+
+def test_health_readiness_docs_metrics(server: Server) -> None:
+    assert httpx.get(f"{server.url}/healthz").json() == {"status": "ok"}
+    ready = httpx.get(f"{server.url}/readyz").json()
+    assert ready["status"] == "ready" and ready["math_workers"]["alive"] >= 1
+    assert httpx.get(f"{server.url}/docs").status_code == 200
+    spec = httpx.get(f"{server.url}/openapi.json").json()
+    assert "/v1/score" in spec["paths"]
+    assert "verifier_items_total" in httpx.get(f"{server.url}/metrics").text
+
+
+def test_response_is_plain_json_with_no_unused_fields(server: Server) -> None:
+    response = score(server, [{"completion": "<think>a</think>b", "format": {"prefilled": False}}])
+    item = json.loads(response.text)["results"][0]
+    assert item == {
+        "id": None,
+        "reward": 1.0,
+        "status": "ok",
+        "components": {"format": {"score": 1.0, "verdict": "ok", "detail": None}},
+    }

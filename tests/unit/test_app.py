@@ -1,0 +1,52 @@
+"""Settings and app wiring that need no running server."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import ValidationError
+
+from verifier_service.app import create_app
+from verifier_service.schema import ScoreItem
+from verifier_service.settings import VerifierSettings
+
+
+def test_settings_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VERIFIER_PORT", "9001")
+    monkeypatch.setenv("VERIFIER_MATH_WORKERS", "3")
+    monkeypatch.setenv("VERIFIER_API_KEY", "hunter2-secret")
+    settings = VerifierSettings()
+    assert (settings.port, settings.math_workers) == (9001, 3)
+    assert settings.api_key is not None and settings.api_key.get_secret_value() == "hunter2-secret"
+    assert "hunter2" not in repr(settings)
+
+
+def test_default_port_is_not_vllms() -> None:
+    assert VerifierSettings().port == 8088
+
+
+def test_settings_fail_fast() -> None:
+    with pytest.raises(ValidationError, match="MATH_TIMEOUT_S"):
+        VerifierSettings(math_timeout_s=60, batch_timeout_s=30)
+    with pytest.raises(ValidationError):
+        VerifierSettings(port=0)
+
+
+def test_not_ready_before_the_pool_starts() -> None:
+    client = TestClient(create_app(VerifierSettings(math_workers=1)))  # no `with`: the lifespan has not run
+    response = client.get("/readyz")
+    assert response.status_code == 503 and response.json()["status"] == "starting"
+    assert client.get("/healthz").status_code == 200
+
+
+def test_ready_inside_the_lifespan() -> None:
+    with TestClient(create_app(VerifierSettings(math_workers=1))) as client:
+        assert client.get("/readyz").status_code == 200
+        body = {"items": [{"completion": "\\boxed{\\frac{2}{4}}", "math": {"gold": "1/2"}}]}
+        assert client.post("/v1/score", json=body).json()["results"][0]["reward"] == 1.0
+
+
+def test_item_needs_a_component() -> None:
+    with pytest.raises(ValidationError, match="at least one of"):
+        ScoreItem(completion="x")
+    assert ScoreItem(completion="x", format={}).requested() == ["format"]
