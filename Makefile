@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+SRC := $(wildcard verifier_service sandbox trainer_client tests bench)
 
 .PHONY: install format lint typecheck test run bench all clean
 
@@ -15,12 +16,12 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 format: install
-	$(BIN)/ruff format verifier_service sandbox trainer_client tests bench
-	$(BIN)/ruff check --fix verifier_service sandbox trainer_client tests bench
+	$(BIN)/ruff format $(SRC)
+	$(BIN)/ruff check --fix $(SRC)
 
 lint: install
-	$(BIN)/ruff check verifier_service sandbox trainer_client tests bench
-	$(BIN)/ruff format --check verifier_service sandbox trainer_client tests bench
+	$(BIN)/ruff check $(SRC)
+	$(BIN)/ruff format --check $(SRC)
 
 typecheck: install
 	$(BIN)/mypy
