@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -23,25 +24,31 @@ log = logging.getLogger(__name__)
 
 
 class ResultCache:
-    """A bounded LRU of finished math results, keyed by task (gold, answer, options)."""
+    """A bounded LRU of finished math results, keyed by task (gold, answer, options).
+
+    Read from the extraction thread and written from the event loop, hence the lock.
+    """
 
     def __init__(self, size: int) -> None:
         self.size = size
         self._data: OrderedDict[MathTask, MathResult] = OrderedDict()
+        self._lock = threading.Lock()
 
     def get(self, task: MathTask) -> MathResult | None:
-        result = self._data.get(task)
-        if result is not None:
-            self._data.move_to_end(task)
-        return result
+        with self._lock:
+            result = self._data.get(task)
+            if result is not None:
+                self._data.move_to_end(task)
+            return result
 
     def put(self, task: MathTask, result: MathResult) -> None:
         if self.size <= 0 or result.score is None:  # failures are not remembered: a retry may succeed
             return
-        self._data[task] = result
-        self._data.move_to_end(task)
-        while len(self._data) > self.size:
-            self._data.popitem(last=False)
+        with self._lock:
+            self._data[task] = result
+            self._data.move_to_end(task)
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
 
 
 @dataclass
