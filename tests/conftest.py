@@ -35,9 +35,9 @@ class Server:
 
 
 @contextmanager
-def running_server(tmp_path: Path, **settings: object) -> Iterator[Server]:
+def running_server(tmp_path: Path, port: int | None = None, **settings: object) -> Iterator[Server]:
     """Start a real uvicorn server with VERIFIER_* settings; stop it (and its workers) afterwards."""
-    port = free_port()
+    port = port or free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
     env |= {"VERIFIER_HOST": "127.0.0.1", "VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning"}
     env |= {f"VERIFIER_{k.upper()}": str(v) for k, v in settings.items()}
@@ -80,5 +80,6 @@ def wait_ready(server: Server, timeout: float) -> None:
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One shared server for tests that do not disturb it."""
-    with running_server(tmp_path_factory.mktemp("server"), math_timeout_s=3, max_batch_items=2000) as srv:
+    settings = {"math_timeout_s": 3, "max_batch_items": 2000, "max_completion_chars": 200_000}
+    with running_server(tmp_path_factory.mktemp("server"), **settings) as srv:
         yield srv

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import multiprocessing
 import os
@@ -21,6 +22,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 _PRELOAD = ["verifier_service.scoring.math", "math_verify", "sympy"]
+_PR_SET_PDEATHSIG = 1
 
 
 class TaskTimeout(Exception):
@@ -35,8 +37,32 @@ class PoolClosed(Exception):
     """The pool is shut down."""
 
 
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this worker when its parent (the forkserver) dies.
+
+    Without it, a worker busy in C-level arithmetic (which holds the GIL, so no watchdog thread can run)
+    outlives a killed service until its task ends, which for `9^{9^{9^9}}` is never. The forkserver exits
+    when the last holder of its "alive" pipe is gone; multiprocessing hands each child a copy, so the worker
+    closes its copy and the service process is left as the only holder.
+    """
+    from multiprocessing import forkserver
+
+    alive_fd = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_alive_fd", None)
+    if isinstance(alive_fd, int):
+        with contextlib.suppress(OSError):
+            os.close(alive_fd)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the worker ends at its next recv() instead
+        return
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)
+
+
 def _worker_main(conn: Connection, fn_path: str) -> None:
     """Worker process loop: receive a task, run it, send the outcome back."""
+    _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent shuts us down
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     module_name, _, fn_name = fn_path.partition(":")

@@ -32,7 +32,9 @@ class VerifierSettings(BaseSettings):
 
     max_batch_items: int = Field(4096, ge=1)
     max_request_bytes: int = Field(64 * 1024 * 1024, ge=1024)
-    max_completion_chars: int = Field(200_000, ge=1)
+    max_completion_chars: int = Field(
+        1_000_000, ge=1, description="Longer completions get 413; only the last answer_window_chars are searched."
+    )
     max_answer_chars: int = Field(2_000, ge=1, description="Longer extracted answers are scored wrong.")
     answer_window_chars: int = Field(20_000, ge=100, description="The answer is searched in this many final chars.")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -59,6 +60,35 @@ def test_workers_killed_mid_batch(tmp_path: Path) -> None:
         later = _score(server.url, [{"completion": "\\boxed{\\sqrt{4}}", "math": {"gold": "2"}}]).json()
         assert later["results"][0]["reward"] == 1.0
         assert "verifier_worker_crashes_total 2.0" in httpx.get(f"{server.url}/metrics").text
+
+
+@pytest.mark.timeout(120)
+def test_killing_the_service_takes_its_workers_along(tmp_path: Path) -> None:
+    """A worker stuck in C-level arithmetic must not outlive a SIGKILLed service (docker kill, OOM killer)."""
+    with running_server(tmp_path, math_workers=2, math_timeout_s=60) as server:
+        pids = httpx.get(f"{server.url}/readyz").json()["math_workers"]["pids"]
+        bomb = [{"completion": BOMBS[0], "math": {"gold": "5"}}]
+        threading.Thread(target=lambda: _swallow(lambda: _score(server.url, bomb)), daemon=True).start()
+        time.sleep(1.0)  # a worker is now deep in 9^(9^(9^9))
+        server.process.kill()
+        server.process.wait()
+        deadline = time.monotonic() + 30
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in pids if _alive(pid)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _swallow(call: Any) -> None:
+    with contextlib.suppress(httpx.HTTPError):  # the server was killed under this request, as intended
+        call()
 
 
 def test_api_key(tmp_path: Path) -> None:
