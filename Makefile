@@ -10,7 +10,8 @@ SRC := $(wildcard verifier_service sandbox trainer_client tests bench)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# [train] brings torch with its CUDA libraries (PyPI has no CPU-only Linux wheel): ~4 GB, ~1.5 min cold
+	$(BIN)/python -m pip install --quiet -e '.[dev,train]'
 	touch $(STAMP)
 
 install: $(STAMP)

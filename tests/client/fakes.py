@@ -1,0 +1,83 @@
+"""A fake verifier for `httpx.MockTransport`: parses requests with the wire schema and answers by simple rules.
+
+Used to test the code above the transport (retries, chunking, reward mapping). The real server is tested in
+test_live_server.py.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import httpx
+
+from verifier_service.schema import ComponentResult, ItemResult, ScoreItem, ScoreRequest, ScoreResponse
+
+UNJUDGEABLE = "unjudgeable"  # a gold answer the fake cannot judge: score None, verdict gold_unparseable
+
+
+def judge(item: ScoreItem) -> ItemResult:
+    """math: correct when the gold appears in the completion; format: ok when it opens with <think>;
+    code: passes when the completion says 'pass'."""
+    parts: dict[str, ComponentResult] = {}
+    if item.math is not None:
+        if item.math.gold == UNJUDGEABLE:
+            parts["math"] = ComponentResult(score=None, verdict="gold_unparseable")
+        else:
+            right = item.math.gold in item.completion
+            parts["math"] = ComponentResult(score=float(right), verdict="correct" if right else "wrong")
+    if item.format is not None:
+        ok = item.completion.startswith(f"<{item.format.tag}>")
+        parts["format"] = ComponentResult(score=float(ok), verdict="ok" if ok else "missing_open_tag")
+    if item.code is not None:
+        passed = len(item.code.tests) if "pass" in item.completion else 0
+        parts["code"] = ComponentResult(
+            score=passed / len(item.code.tests), verdict="ok", passed=passed, total=len(item.code.tests)
+        )
+    scores = [part.score for part in parts.values()]
+    weights = item.weights or {}
+    reward = (
+        None if None in scores else sum(weights.get(name, 1.0) * (part.score or 0.0) for name, part in parts.items())
+    )
+    return ItemResult(id=item.id, reward=reward, status="ok" if reward is not None else "error", components=parts)
+
+
+class FakeVerifier:
+    """MockTransport handler. `script` holds responses or exceptions to give first, in order (None: score that
+    request normally); then it scores every request."""
+
+    def __init__(
+        self,
+        script: Sequence[httpx.Response | Exception | None] = (),
+        rule: Callable[[ScoreItem], ItemResult] = judge,
+        on_score: Callable[[ScoreRequest], None] | None = None,
+    ) -> None:
+        self.script = list(script)
+        self.rule = rule
+        self.on_score = on_score
+        self.requests: list[httpx.Request] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        with self._lock:
+            self.requests.append(request)
+            step = self.script.pop(0) if self.script else None
+        if isinstance(step, Exception):
+            raise step
+        if step is not None:
+            return step
+        if request.url.path == "/readyz":
+            return httpx.Response(200, json={"status": "ready"})
+        body = ScoreRequest.model_validate_json(request.content)
+        if self.on_score is not None:
+            self.on_score(body)
+        return httpx.Response(200, json=ScoreResponse(results=[self.rule(i) for i in body.items]).model_dump())
+
+    @property
+    def score_bodies(self) -> list[dict[str, Any]]:
+        return [json.loads(r.content) for r in self.requests if r.url.path == "/v1/score"]
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self)

@@ -1,0 +1,173 @@
+"""The clients and reward functions against a real verifier (`python -m verifier_service`) on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import tests.conftest as conftest
+from tests.conftest import Server, running_server
+from trainer_client import (
+    AsyncVerifierClient,
+    AsyncVerifierReward,
+    ClientConfig,
+    VerifierClient,
+    VerifierNotReadyError,
+    VerifierRequestError,
+    VerifierReward,
+)
+from verifier_service.schema import CodeSpec, FormatOptions, MathSpec, ScoreItem, StdioTest
+
+FAST_RETRY = ClientConfig(max_retries=2, backoff_base_s=0.05, backoff_max_s=0.2, connect_timeout_s=2)
+
+
+def test_every_component_round_trips(server: Server) -> None:
+    items = [
+        ScoreItem(id="a", completion="<think>3*4</think>The answer is $\\boxed{12}$.", math=MathSpec(gold="12")),
+        ScoreItem(id="b", completion="<think>hm</think>13", math=MathSpec(gold="12"), format=FormatOptions()),
+        ScoreItem(id="c", completion="no tags", format=FormatOptions()),
+        ScoreItem(id="d", completion="\\boxed{3}", math=MathSpec(gold="\\frac{")),
+    ]
+    with VerifierClient(server.url) as client:
+        got = client.score(items)
+    assert [r.id for r in got] == ["a", "b", "c", "d"]
+    assert [r.reward for r in got] == [1.0, 1.0, 0.0, None]
+    assert got[0].components["math"].verdict == "correct" and got[0].components["math"].extracted == "12"
+    assert got[1].components["math"].verdict == "wrong" and got[1].components["format"].verdict == "ok"
+    assert got[2].components["format"].verdict == "missing_open_tag"
+    assert got[3].status == "error" and got[3].components["math"].verdict == "gold_unparseable"
+
+
+def test_async_client_chunks_a_big_batch_against_the_real_server(server: Server) -> None:
+    items = [
+        ScoreItem(id=str(i), completion=f"<think>x</think>The answer is {i}.", math=MathSpec(gold=str(i - i % 2)))
+        for i in range(700)
+    ]
+
+    async def run() -> list[float | None]:
+        async with AsyncVerifierClient(server.url, config=ClientConfig(chunk_size=100)) as client:
+            await client.wait_until_ready(30)
+            return [r.reward for r in await client.score(items)]
+
+    assert asyncio.run(run()) == [1.0 if i % 2 == 0 else 0.0 for i in range(700)]
+
+
+def test_reward_functions_against_the_real_server(server: Server) -> None:
+    completions = [
+        [{"role": "assistant", "content": "<think>6*7=42</think>The answer is 42."}],
+        [{"role": "assistant", "content": "The answer is 42."}],
+        [{"role": "assistant", "content": "<think>6*7=41</think>The answer is 41."}],
+    ]
+    columns: dict[str, Any] = {
+        "prompts": ["q"] * 3,
+        "completions": completions,
+        "completion_ids": None,
+        "solution": ["42"] * 3,
+    }
+    accuracy, fmt = VerifierReward("math", base_url=server.url), VerifierReward("format", base_url=server.url)
+    combined = AsyncVerifierReward(["math", "format"], base_url=server.url, weights={"math": 1.0, "format": 0.5})
+    try:
+        assert accuracy(**columns) == [1.0, 1.0, 0.0]
+        assert fmt(**columns) == [1.0, 0.0, 1.0]
+        assert asyncio.run(call_and_close(combined, columns)) == [1.5, 1.0, 0.5]
+    finally:
+        accuracy.close()
+        fmt.close()
+
+
+async def call_and_close(reward: AsyncVerifierReward, columns: dict[str, Any]) -> list[float | None]:
+    try:
+        return await reward(**columns)
+    finally:
+        await reward.aclose()  # on the loop that opened its connections
+
+
+def test_code_is_refused_by_this_server_and_the_reward_raises(server: Server) -> None:
+    item = ScoreItem(completion="print(1)", code=CodeSpec(tests=[StdioTest(stdout="1")]))
+    with VerifierClient(server.url) as client, pytest.raises(VerifierRequestError) as refused:
+        client.score([item])
+    assert refused.value.status_code == 422 and "code scoring is not enabled" in str(refused.value)
+    reward = VerifierReward("code", base_url=server.url)
+    with pytest.raises(VerifierRequestError, match="code scoring is not enabled"):
+        reward(prompts=["q"], completions=["print(1)"], tests=[[{"type": "stdio", "stdout": "1"}]])
+    reward.close()
+
+
+def test_a_wrong_api_key_raises(tmp_path: Path) -> None:
+    with running_server(tmp_path, api_key="right") as srv:
+        good = VerifierReward("format", base_url=srv.url, api_key="right")
+        assert good(prompts=["q"], completions=["<think>a</think>b"]) == [1.0]
+        bad = VerifierReward("format", base_url=srv.url, api_key="wrong")
+        with pytest.raises(VerifierRequestError) as refused:
+            bad(prompts=["q"], completions=["<think>a</think>b"])
+        assert refused.value.status_code == 401
+        good.close()
+        bad.close()
+
+
+def test_wait_until_ready_times_out_on_a_closed_port() -> None:
+    url = f"http://127.0.0.1:{conftest.free_port()}"
+    with VerifierClient(url, config=FAST_RETRY) as client, pytest.raises(VerifierNotReadyError, match="ConnectError"):
+        client.wait_until_ready(0.5)
+
+
+def math_tasks(server: Server) -> float:
+    text = httpx.get(f"{server.url}/metrics", timeout=5).text
+    return float(next(x for x in text.splitlines() if x.startswith("verifier_math_tasks_total")).split()[-1])
+
+
+def kill_server_and_workers(server: Server) -> None:
+    """SIGKILL the server and its math workers at once, as `docker kill` ends the container."""
+    workers = httpx.get(f"{server.url}/readyz", timeout=5).json()["math_workers"]["pids"]
+    for pid in [server.process.pid, *workers]:
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_server_killed_mid_run_gives_none_then_rewards_return_after_restart(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = conftest.free_port()  # the restarted server comes back on the same port
+    reward = VerifierReward("math", base_url=f"http://127.0.0.1:{port}", client_config=FAST_RETRY)
+    batch = {
+        "prompts": ["q"] * 200,
+        "completions": [f"<think>work {i}</think>The answer is {i % 50}." for i in range(200)],
+        "solution": [str(i % 50) for i in range(200)],
+    }
+    # one absurd answer keeps the batch on the server until the math deadline (5 s): time to kill it mid-request
+    slow_batch = {key: [*values, values[0]] for key, values in batch.items()}
+    slow_batch["completions"][-1] = "<think>hm</think>The answer is $\\boxed{9^{9^{9^{9}}}}$."
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+    with running_server(tmp_path / "first", port=port, math_timeout_s=5) as srv:
+        assert reward(**batch) == [1.0] * 200
+        in_flight: list[list[float | None]] = []
+        worker = threading.Thread(target=lambda: in_flight.append(reward(**slow_batch)))
+        with caplog.at_level(logging.WARNING, logger="trainer_client"):
+            before = math_tasks(srv)
+            worker.start()
+            for _ in range(3000):  # until the server is working on the batch (at most ~30 s)
+                if math_tasks(srv) > before:
+                    break
+                threading.Event().wait(0.01)
+            kill_server_and_workers(srv)
+            worker.join(60)
+            srv.process.wait(30)  # gone, with its listening socket: the next call is refused, retried, given up
+            after = reward(prompts=["q"], completions=["The answer is 1."], solution=["1"])
+    assert in_flight == [[None] * 201]
+    assert after == [None]
+    assert caplog.text.count("no answer from the verifier") == 2
+    assert "ConnectError" in caplog.text
+
+    with running_server(tmp_path / "second", port=port) as srv:
+        assert srv.url == reward.base_url
+        assert reward(**batch) == [1.0] * 200
+    reward.close()

@@ -1,0 +1,233 @@
+"""The GRPO training script: argument parsing (flags and YAML), GSM8K preparation, and end-to-end runs on CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.client.tiny_model import build_tiny_model, gsm8k_rows, write_jsonl
+from tests.conftest import ROOT, Server, running_server
+from trainer_client import AsyncVerifierReward, VerifierReward
+from trainer_client.gsm8k import SYSTEM_PROMPT, gold_answer, load_gsm8k, to_prompt
+
+# transformers 5 renamed gradient checkpointing; TRL 1.16's GRPOConfig still sets the old name.
+TRL_DEPRECATION = "ignore:`gradient_checkpointing` is deprecated:FutureWarning"
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+CPU = ["--use_cpu", "true", "--bf16", "false"]  # GRPOConfig defaults to bf16, which needs a GPU
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    for key, value in OFFLINE.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("HF_HOME", str(tmp_path_factory.getbasetemp() / "hf_home"))
+
+
+# --------------------------------------------------------------------------- GSM8K
+
+
+def test_gold_answer_comes_from_the_last_hash_line() -> None:
+    assert gold_answer("a #### not this\n3 + 4 = 7\n#### 7") == "7"
+    assert gold_answer("#### 1,234,567") == "1234567"
+    assert gold_answer("#### -3.5 ") == "-3.5"
+    with pytest.raises(ValueError, match="no '#### N' line"):
+        gold_answer("The answer is 7.")
+
+
+def test_prompts_ask_for_think_tags_and_a_final_answer() -> None:
+    row = to_prompt({"question": "How many?", "answer": "2+2=4\n#### 4"})
+    assert row["solution"] == "4"
+    system, user = row["prompt"]
+    assert system["role"] == "system" and "<think>" in system["content"] and "</think>" in system["content"]
+    assert user == {"role": "user", "content": "How many?"}
+
+
+def test_a_local_jsonl_file_loads_like_the_hub_dataset(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "gsm.jsonl", gsm8k_rows(5, seed=3))
+    dataset = load_gsm8k(str(data))
+    assert dataset["train"].column_names == ["prompt", "solution"]
+    first = gsm8k_rows(5, seed=3)[0]
+    assert dataset["train"][0]["solution"] == gold_answer(first["answer"])
+    assert dataset["train"][0]["prompt"][1]["content"] == first["question"]
+    assert dataset["train"][0]["prompt"][0]["content"] == SYSTEM_PROMPT
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+@pytest.mark.filterwarnings(TRL_DEPRECATION)
+def test_flags_and_a_yaml_config_parse_into_trl_configs(tmp_path: Path) -> None:
+    from trainer_client.train import make_parser, reward_functions
+
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        "model_name_or_path: Qwen/Qwen2.5-0.5B-Instruct\n"
+        "dataset_name: openai/gsm8k\n"
+        "verifier_url: http://verifier:8088\n"
+        "num_generations: 4\n"
+        "max_steps: 7\n"
+        "reward_components: [math, format]\n"
+    )
+    argv = ["--config", str(config), "--max_steps", "3", "--use_cpu", "true", "--bf16", "false"]
+    argv += ["--report_to", "none", "--use_vllm", "false", "--output_dir", str(tmp_path / "out")]
+    script, training, model = make_parser().parse_args_and_config(args=argv)
+    assert model.model_name_or_path == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert script.verifier_url == "http://verifier:8088" and script.dataset_name == "openai/gsm8k"
+    assert training.num_generations == 4 and training.max_steps == 3  # the command line wins over the file
+    assert training.use_cpu is True and training.bf16 is False and training.use_vllm is False
+    rewards = reward_functions(script)
+    assert [type(r) for r in rewards] == [VerifierReward, VerifierReward]
+    assert [r.__name__ for r in rewards] == ["verifier_math", "verifier_format"]
+    assert all(r.base_url == "http://verifier:8088" for r in rewards)
+
+
+@pytest.mark.filterwarnings(TRL_DEPRECATION)
+def test_combined_async_rewards_and_an_api_key_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainer_client.train import make_parser, reward_functions
+
+    monkeypatch.setenv("VERIFIER_API_KEY", "from-env")
+    argv = ["--combined_reward", "true", "--async_rewards", "true", "--format_prefilled", "true"]
+    script, _, _ = make_parser().parse_args_and_config(args=[*argv, *CPU, "--output_dir", str(tmp_path)])
+    [reward] = reward_functions(script)
+    assert isinstance(reward, AsyncVerifierReward) and reward.spec.components == ("math", "format")
+    assert reward.api_key == "from-env" and reward.spec.format_options.prefilled is True
+
+
+@pytest.mark.filterwarnings(TRL_DEPRECATION)
+def test_unknown_flags_and_config_keys_are_refused(tmp_path: Path) -> None:
+    from trainer_client.train import make_parser
+
+    with pytest.raises(ValueError, match="no_such_flag"):
+        make_parser().parse_args_and_config(args=["--no_such_flag", "1", *CPU, "--output_dir", str(tmp_path)])
+    config = tmp_path / "typo.yaml"
+    config.write_text("verifer_url: http://verifier:8088\n")
+    with pytest.raises(ValueError, match="verifer_url"):
+        make_parser().parse_args_and_config(args=["--config", str(config), *CPU, "--output_dir", str(tmp_path)])
+
+
+def test_the_script_fails_fast_when_the_verifier_is_not_there(tmp_path: Path) -> None:
+    from tests.conftest import free_port
+
+    argv = ["--verifier_url", f"http://127.0.0.1:{free_port()}", "--verifier_ready_timeout", "1"]
+    argv += ["--model_name_or_path", "/nonexistent", *CPU, "--output_dir", str(tmp_path)]
+    result = run_train(argv, timeout=120)
+    assert result.returncode != 0
+    assert "VerifierNotReadyError" in result.stderr and "not ready after 1s" in result.stderr
+
+
+# --------------------------------------------------------------------------- end to end on CPU
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random Qwen2-style model with a locally trained tokenizer, built once per session."""
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-qwen2"))
+
+
+@pytest.fixture
+def e2e_server(tmp_path: Path) -> Iterator[Server]:
+    with running_server(tmp_path, math_timeout_s=3) as srv:
+        yield srv
+
+
+def run_train(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **OFFLINE}
+    return subprocess.run(
+        [sys.executable, "-m", "trainer_client.train", *argv],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def server_counters(server: Server) -> dict[str, float]:
+    """The server's Prometheus counters, by sample name with labels."""
+    counters = {}
+    for line in httpx.get(f"{server.url}/metrics", timeout=10).text.splitlines():
+        match = re.fullmatch(r"(verifier_(?:requests|items|verdicts)_total(?:\{.*\})?) (\S+)", line)
+        if match:
+            counters[match[1]] = float(match[2])
+    return counters
+
+
+def train_and_read_logs(server: Server, model: Path, tmp_path: Path, *extra: str) -> list[dict[str, Any]]:
+    data = write_jsonl(tmp_path / "gsm8k.jsonl", gsm8k_rows(16, seed=7))
+    out = tmp_path / "run"
+    argv = [
+        "--model_name_or_path", str(model),
+        "--dataset_name", str(data),
+        "--verifier_url", server.url,
+        "--output_dir", str(out),
+        "--max_steps", "2",
+        "--per_device_train_batch_size", "4",
+        "--num_generations", "4",
+        "--max_completion_length", "24",
+        "--logging_steps", "1",
+        "--save_strategy", "no",
+        "--report_to", "none",
+        *CPU,
+        "--seed", "0",
+        *extra,
+    ]  # fmt: skip
+    result = run_train(argv, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+    assert "verifier ready at" in result.stderr
+    assert (out / "model.safetensors").is_file()
+    state = json.loads((out / "trainer_state.json").read_text())
+    steps = [entry for entry in state["log_history"] if "loss" in entry]
+    assert [entry["step"] for entry in steps] == [1, 2]
+    return steps
+
+
+@pytest.mark.slow
+def test_grpo_trains_two_steps_on_cpu_scored_by_the_verifier(
+    e2e_server: Server, tiny_model: Path, tmp_path: Path
+) -> None:
+    steps = train_and_read_logs(e2e_server, tiny_model, tmp_path)
+    counters = server_counters(e2e_server)
+    # 2 steps x 2 reward functions, each one request with the step's 4 completions
+    assert counters['verifier_requests_total{status="ok"}'] == 4
+    assert sum(v for k, v in counters.items() if k.startswith("verifier_items_total")) == 16
+    for entry in steps:
+        for name in ("verifier_math", "verifier_format"):
+            assert f"rewards/{name}/mean" in entry
+            assert entry[f"{name}/null_rate"] == 0.0 and entry[f"{name}/unreachable_rate"] == 0.0
+    # The logged verdict rates are the server's verdicts: rate x 4 completions, summed over the steps, equals the
+    # server's count for every verdict it gave.
+    for component, name in (("math", "verifier_math"), ("format", "verifier_format")):
+        given = {
+            re.search(r'verdict="([^"]+)"', key)[1]: value  # type: ignore[index]
+            for key, value in counters.items()
+            if key.startswith("verifier_verdicts_total") and f'component="{component}"' in key
+        }
+        assert sum(given.values()) == 8
+        for verdict, count in given.items():
+            assert sum(entry[f"{name}/{component}/{verdict}"] * 4 for entry in steps) == pytest.approx(count)
+    # and the rewards TRL logged are the verifier's: a verdict other than correct/ok scores 0
+    for entry in steps:
+        assert entry["rewards/verifier_math/mean"] == pytest.approx(entry["verifier_math/math/correct"])
+        assert entry["rewards/verifier_format/mean"] == pytest.approx(entry["verifier_format/format/ok"])
+
+
+@pytest.mark.slow
+def test_grpo_with_one_combined_async_reward(e2e_server: Server, tiny_model: Path, tmp_path: Path) -> None:
+    steps = train_and_read_logs(
+        e2e_server, tiny_model, tmp_path, "--combined_reward", "true", "--async_rewards", "true"
+    )
+    assert server_counters(e2e_server)['verifier_requests_total{status="ok"}'] == 2  # one request per step
+    for entry in steps:
+        assert "rewards/verifier/mean" in entry and entry["verifier/null_rate"] == 0.0
+        assert "verifier/math/wrong" in entry and "verifier/format/ok" in entry

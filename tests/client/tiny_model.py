@@ -1,0 +1,99 @@
+"""A tiny random Qwen2-style model, tokenizer and GSM8K-style data, built locally (no hub) for end-to-end runs.
+
+The tokenizer is a byte-level BPE trained here on a few hundred lines; `<think>` and `</think>` are ordinary
+text (TRL decodes completions with `skip_special_tokens=True`, which would strip them if they were special).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def gsm8k_rows(count: int, seed: int = 0) -> list[dict[str, str]]:
+    """GSM8K-shaped rows: a question and a solution ending in a `#### N` line."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(count):
+        a, b = rng.randint(2, 60), rng.randint(2, 60)
+        question = f"Tom has {a} apples and buys {b} more. How many apples does Tom have now?"
+        answer = f"Tom has {a} + {b} = <<{a}+{b}={a + b}>>{a + b} apples.\n#### {a + b}"
+        rows.append({"question": question, "answer": answer})
+    return rows
+
+
+def training_text(rows: list[dict[str, str]]) -> list[str]:
+    lines = []
+    for row in rows:
+        total = row["answer"].rsplit("####", 1)[1].strip()
+        lines += [row["question"], row["answer"], f"<think>{row['answer']}</think>The answer is {total}."]
+    return lines
+
+
+def build_tokenizer(path: Path, lines: list[str]) -> None:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE(unk_token=None))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=600, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    core.train_from_iterator(lines, trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>"],
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(path)
+
+
+def build_model(path: Path) -> None:
+    """Random weights, hidden size 32, two layers: a few hundred kB, fast on CPU."""
+    import torch
+    from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, do_sample=True
+    )
+    model.save_pretrained(path)
+
+
+def build_tiny_model(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    build_tokenizer(path, training_text(gsm8k_rows(300, seed=1)))
+    build_model(path)
+    return path
+
+
+def write_jsonl(path: Path, rows: list[dict[str, str]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path

@@ -1,0 +1,112 @@
+"""`VerifierClient`: the blocking client. Chunks of a batch go out concurrently on a small thread pool."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from types import TracebackType
+
+import httpx
+
+from trainer_client.config import DEFAULT_URL, FRESH_CONNECTIONS, ClientConfig
+from trainer_client.core import Chunk, ClientCore, place
+from trainer_client.errors import HTTPX_ERRORS, VerifierNotReadyError, map_httpx_error
+from verifier_service.schema import ItemResult, ScoreItem
+
+
+class VerifierClient:
+    """Score completions with a verifier service.
+
+    Pass `http_client` to bring your own `httpx.Client` (a test transport, proxies, TLS settings); the caller then
+    owns it and `close()` leaves it open. Every request carries the timeouts of `config` either way. The client
+    made here keeps no idle connections (see `config.FRESH_CONNECTIONS`).
+
+    >>> from verifier_service.schema import MathSpec, ScoreItem
+    >>> with VerifierClient(VERIFIER_URL) as client:
+    ...     client.wait_until_ready(timeout=60)
+    ...     [result] = client.score([ScoreItem(completion="The answer is 4.", math=MathSpec(gold="4"))])
+    >>> result.reward, result.components["math"].verdict
+    (1.0, 'correct')
+    """
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        *,
+        api_key: str | None = None,
+        config: ClientConfig | None = None,
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        self.core = ClientCore(base_url, api_key, config or ClientConfig())
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.Client(limits=FRESH_CONNECTIONS)
+
+    def score(self, items: Sequence[ScoreItem]) -> list[ItemResult]:
+        """One result per item, in order. Chunks are sent concurrently; the first error is raised."""
+        chunks = self.core.chunks(items)
+        if len(chunks) <= 1:
+            return place(chunks, [self._send_chunk(chunk) for chunk in chunks], len(items))
+        workers = min(len(chunks), self.core.config.max_concurrency)
+        with ThreadPoolExecutor(workers, thread_name_prefix="verifier-client") as pool:
+            futures = [pool.submit(self._send_chunk, chunk) for chunk in chunks]
+            return place(chunks, _results_or_cancel(futures), len(items))
+
+    def wait_until_ready(self, timeout: float = 60.0) -> None:
+        """Block until `GET /readyz` answers 200; raise `VerifierNotReadyError` after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        reason = "no answer yet"
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise VerifierNotReadyError(f"{self.core.base_url} not ready after {timeout:g}s: {reason}")
+            try:
+                response = self._http.get(self.core.ready_url, headers=self.core.headers, timeout=min(remaining, 5.0))
+            except HTTPX_ERRORS as exc:
+                reason = str(map_httpx_error(exc, f"GET {self.core.ready_url}"))
+            else:
+                reason = self.core.readiness(response) or ""
+                if not reason:
+                    return
+            time.sleep(min(self.core.config.ready_poll_s, max(0.0, deadline - time.monotonic())))
+
+    def close(self) -> None:
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> VerifierClient:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _send_chunk(self, chunk: Chunk) -> list[ItemResult]:
+        body = chunk.body()
+        attempt = 0
+        while True:
+            try:
+                response = self._http.post(
+                    self.core.score_url, content=body, headers=self.core.headers, timeout=self.core.config.timeout()
+                )
+            except HTTPX_ERRORS as exc:
+                delay = self.core.retry_delay(attempt, error=exc)
+                if delay is None:
+                    raise map_httpx_error(exc, f"POST {self.core.score_url}") from exc
+            else:
+                delay = self.core.retry_delay(attempt, response=response)
+                if delay is None:
+                    return self.core.parse_score(response, chunk)
+            time.sleep(delay)
+            attempt += 1
+
+
+def _results_or_cancel(futures: list[Future[list[ItemResult]]]) -> list[list[ItemResult]]:
+    """Each future's result in order; on the first error, cancel the chunks not yet started and raise it."""
+    try:
+        return [future.result() for future in futures]
+    except BaseException:
+        for future in futures:
+            future.cancel()
+        raise

@@ -1,0 +1,141 @@
+"""What `VerifierClient` and `AsyncVerifierClient` share, without I/O: requests to send, answers to read, when to
+retry and how long to wait. The two clients differ only in how they send and sleep.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import httpx
+from pydantic import ValidationError
+
+from trainer_client.config import ClientConfig
+from trainer_client.errors import (
+    RETRYABLE_ERRORS,
+    VerifierError,
+    VerifierResponseError,
+    status_error,
+)
+from verifier_service.schema import ErrorResponse, ItemResult, ScoreItem, ScoreRequest, ScoreResponse
+
+USER_AGENT = "reward-verifier-client/0.1"
+SCORE_PATH = "/v1/score"
+READY_PATH = "/readyz"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A slice of the caller's batch, sent as one request; `start` is where its results go."""
+
+    start: int
+    items: Sequence[ScoreItem]
+
+    def body(self) -> bytes:
+        # Every field that may be None defaults to None in the schema, so leaving them out changes nothing and
+        # saves bytes. (exclude_unset would drop the `type` discriminator of code tests.)
+        return ScoreRequest(items=list(self.items)).model_dump_json(exclude_none=True).encode()
+
+
+class ClientCore:
+    """Requests, parsing and retry decisions for one verifier at `base_url`."""
+
+    def __init__(
+        self, base_url: str, api_key: str | None, config: ClientConfig, rng: random.Random | None = None
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.config = config
+        self.headers = {"accept": "application/json", "content-type": "application/json", "user-agent": USER_AGENT}
+        if api_key:
+            self.headers["authorization"] = f"Bearer {api_key}"
+        self._rng = rng or random.Random()
+
+    @property
+    def score_url(self) -> str:
+        return self.base_url + SCORE_PATH
+
+    @property
+    def ready_url(self) -> str:
+        return self.base_url + READY_PATH
+
+    def chunks(self, items: Sequence[ScoreItem]) -> list[Chunk]:
+        size = self.config.chunk_size
+        return [Chunk(start, items[start : start + size]) for start in range(0, len(items), size)]
+
+    def parse_score(self, response: httpx.Response, chunk: Chunk) -> list[ItemResult]:
+        """The chunk's results, in order; raises a `VerifierError` for anything else."""
+        what = f"POST {self.score_url} ({len(chunk.items)} items)"
+        if response.status_code != 200:
+            raise status_error(response.status_code, error_detail(response), what)
+        try:
+            results = ScoreResponse.model_validate_json(response.content).results
+        except ValidationError as exc:
+            raise VerifierResponseError(f"{what}: the answer does not follow the wire contract: {exc}") from exc
+        if len(results) != len(chunk.items):
+            raise VerifierResponseError(f"{what}: {len(results)} results for {len(chunk.items)} items")
+        for index, (item, result) in enumerate(zip(chunk.items, results, strict=True)):
+            if result.id != item.id:
+                raise VerifierResponseError(f"{what}: result {index} has id {result.id!r}, expected {item.id!r}")
+        return results
+
+    def retry_delay(
+        self, attempt: int, *, response: httpx.Response | None = None, error: Exception | None = None
+    ) -> float | None:
+        """Seconds to wait before trying again after attempt number `attempt` (0-based), or None: do not retry.
+
+        Retried: connect errors (the request never reached the server), 429 and 5xx. Never: other 4xx, read
+        timeouts and broken connections (the server may be busy with the batch; sending it again doubles the work).
+        """
+        if attempt >= self.config.max_retries:
+            return None
+        if error is not None:
+            return self.backoff_s(attempt) if isinstance(error, RETRYABLE_ERRORS) else None
+        if response is not None and (response.status_code == 429 or response.status_code >= 500):
+            return self.backoff_s(attempt, retry_after_s(response))
+        return None
+
+    def backoff_s(self, attempt: int, retry_after: float | None = None) -> float:
+        """Capped exponential backoff with jitter: in [c/2, c] for c = min(max, base * 2**attempt).
+
+        A server's Retry-After is honoured up to the same cap.
+        """
+        ceiling = min(self.config.backoff_max_s, self.config.backoff_base_s * 2.0 ** min(attempt, 32))
+        delay = ceiling * (0.5 + 0.5 * self._rng.random())
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.config.backoff_max_s))
+        return delay
+
+    def readiness(self, response: httpx.Response) -> str | None:
+        """None when the verifier is ready; else why not. A 4xx other than 429 is no verifier at all: raised."""
+        if response.status_code == 200:
+            return None
+        if 400 <= response.status_code < 500 and response.status_code != 429:
+            raise status_error(response.status_code, error_detail(response), f"GET {self.ready_url}")
+        return f"HTTP {response.status_code}: {response.text[:200]}"
+
+
+def error_detail(response: httpx.Response) -> str | None:
+    """The server's error message (`{"detail": ...}`), else the start of the body."""
+    try:
+        return str(ErrorResponse.model_validate_json(response.content).detail)[:1000]
+    except ValidationError:
+        return response.text[:500] or None
+
+
+def retry_after_s(response: httpx.Response) -> float | None:
+    """The Retry-After header in seconds, when it is a number (HTTP dates are ignored)."""
+    try:
+        return max(0.0, float(response.headers["retry-after"]))
+    except (KeyError, ValueError):
+        return None
+
+
+def place(chunks: Sequence[Chunk], results: Sequence[list[ItemResult]], total: int) -> list[ItemResult]:
+    """Put each chunk's results back where its items were."""
+    merged: list[ItemResult | None] = [None] * total
+    for chunk, chunk_results in zip(chunks, results, strict=True):
+        merged[chunk.start : chunk.start + len(chunk_results)] = chunk_results
+    if any(result is None for result in merged):
+        raise VerifierError("internal error: a chunk's results are missing")  # a bug in this module
+    return [result for result in merged if result is not None]

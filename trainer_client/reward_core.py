@@ -1,0 +1,160 @@
+"""What the sync and async reward callables share, without I/O: which items to send for a TRL batch, how the
+answers become rewards, what is logged, and when repeated failures stop the run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainer_client.errors import VerifierError, VerifierUnavailableError
+from trainer_client.inputs import code_spec, column, completion_text, gold_text
+from trainer_client.metrics import row_verdicts, verdict_metrics
+from verifier_service.schema import COMPONENTS, FormatOptions, ItemResult, MathOptions, MathSpec, ScoreItem
+
+logger = logging.getLogger("trainer_client")
+
+DEFAULT_NAMES: dict[tuple[str, ...], str] = {
+    ("math",): "verifier_math",
+    ("format",): "verifier_format",
+    ("code",): "verifier_code",
+}
+
+
+@dataclass(frozen=True)
+class RewardSpec:
+    """What a reward function asks the verifier for. Frozen; checked on construction."""
+
+    components: tuple[str, ...]
+    name: str
+    gold_column: str = "solution"
+    tests_column: str = "tests"
+    math_options: MathOptions = field(default_factory=MathOptions)
+    format_options: FormatOptions = field(default_factory=FormatOptions)
+    code_timeout_s: float = 5.0
+    code_memory_mb: int = 512
+    weights: Mapping[str, float] | None = None
+    max_consecutive_failures: int | None = 10
+
+    def __post_init__(self) -> None:
+        unknown = [c for c in self.components if c not in COMPONENTS]
+        if not self.components or unknown or len(set(self.components)) != len(self.components):
+            raise ValueError(f"components must be distinct names from {COMPONENTS}, got {self.components}")
+        if self.weights and set(self.weights) - set(self.components):
+            raise ValueError(f"weights name components this reward does not request: {sorted(self.weights)}")
+        if self.max_consecutive_failures is not None and self.max_consecutive_failures < 1:
+            raise ValueError("max_consecutive_failures must be >= 1, or None to never raise")
+
+
+@dataclass
+class Batch:
+    """The items to send for one TRL call; `rows[i]` is the completion that `items[i]` scores."""
+
+    items: list[ScoreItem]
+    rows: list[int]
+    total: int
+
+
+class RewardCore:
+    """Builds a call's items and turns the verifier's answer (or its absence) into rewards, logs and warnings."""
+
+    def __init__(self, spec: RewardSpec) -> None:
+        self.spec = spec
+        self.consecutive_failures = 0
+
+    def prepare(self, completions: Sequence[Any], kwargs: Mapping[str, Any]) -> Batch:
+        """One item per completion that has what the components need; rows without it are skipped (reward None)."""
+        spec, total = self.spec, len(completions)
+        golds = column(kwargs, spec.gold_column, total) if "math" in spec.components else [None] * total
+        tests = column(kwargs, spec.tests_column, total) if "code" in spec.components else [None] * total
+        batch = Batch([], [], total)
+        for row, completion in enumerate(completions):
+            gold = gold_text(golds[row]) if "math" in spec.components else None
+            code = (
+                code_spec(tests[row], timeout_s=spec.code_timeout_s, memory_mb=spec.code_memory_mb)
+                if "code" in spec.components
+                else None
+            )
+            if ("math" in spec.components and gold is None) or ("code" in spec.components and code is None):
+                continue
+            batch.items.append(
+                ScoreItem(
+                    id=str(row),
+                    completion=completion_text(completion),
+                    math=MathSpec(gold=gold, options=spec.math_options) if gold is not None else None,
+                    code=code,
+                    format=spec.format_options if "format" in spec.components else None,
+                    weights=dict(spec.weights) if spec.weights else None,
+                )
+            )
+            batch.rows.append(row)
+        return batch
+
+    def finish(
+        self, batch: Batch, results: Sequence[ItemResult] | None, error: VerifierError | None, kwargs: Mapping[str, Any]
+    ) -> list[float | None]:
+        """Rewards for every completion, in order: the verifier's reward, or None where it has none."""
+        per_row: list[ItemResult | None] = [None] * batch.total
+        for row, result in zip(batch.rows, results or [], strict=False):
+            per_row[row] = result
+        sent = [False] * batch.total
+        for row in batch.rows:
+            sent[row] = True
+        self._report(per_row, sent, kwargs)
+        self._warn(batch, per_row, error)
+        self._check_failures(batch, per_row, error)
+        return [None if result is None else result.reward for result in per_row]
+
+    def _report(self, per_row: list[ItemResult | None], sent: list[bool], kwargs: Mapping[str, Any]) -> None:
+        name, components = self.spec.name, self.spec.components
+        log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
+        if log_metric is not None:
+            for metric, value in verdict_metrics(name, components, per_row, sent).items():
+                log_metric(metric, value)
+        log_extra: Callable[[str, list[Any]], None] | None = kwargs.get("log_extra")
+        if log_extra is not None:
+            for component in components:
+                log_extra(f"{name}/{component}", row_verdicts(component, per_row, sent))
+
+    def _warn(self, batch: Batch, per_row: list[ItemResult | None], error: VerifierError | None) -> None:
+        name = self.spec.name
+        if error is not None:
+            logger.warning(
+                "%s: no answer from the verifier (%s: %s); the %d rewards of this call are None",
+                name,
+                type(error).__name__,
+                error,
+                len(batch.items),
+            )
+            return
+        nulls = [result for result in per_row if result is not None and result.reward is None]
+        if nulls:
+            why = Counter(
+                f"{component}={part.verdict}"
+                for result in nulls
+                for component, part in result.components.items()
+                if part.score is None
+            )
+            logger.warning(
+                "%s: the verifier could not judge %d of %d completions (%s); their rewards are None",
+                name,
+                len(nulls),
+                batch.total,
+                ", ".join(f"{reason}: {count}" for reason, count in why.most_common()),
+            )
+
+    def _check_failures(self, batch: Batch, per_row: list[ItemResult | None], error: VerifierError | None) -> None:
+        """Count calls in which no completion got a reward; raise after `max_consecutive_failures` in a row."""
+        if not batch.items:
+            return
+        failed = error is not None or all(result is None or result.reward is None for result in per_row)
+        self.consecutive_failures = self.consecutive_failures + 1 if failed else 0
+        limit = self.spec.max_consecutive_failures
+        if limit is not None and self.consecutive_failures >= limit:
+            last = f"; last error: {error}" if error is not None else "; the verifier judged nothing"
+            raise VerifierUnavailableError(
+                f"{self.spec.name}: {self.consecutive_failures} reward calls in a row got no reward{last}"
+            ) from error

@@ -1,0 +1,145 @@
+"""GRPO on GSM8K with the verifier as the reward: `python -m trainer_client.train`.
+
+TRL script conventions (as `trl/scripts/grpo.py`): `TrlParser` over the script arguments below, `GRPOConfig` and
+`ModelConfig`, so every GRPOConfig flag works (`--max_steps`, `--num_generations`, `--use_vllm`, `--bf16`, ...),
+and `--config run.yaml` reads the same names from a YAML file (command-line flags win).
+
+    python -m trainer_client.train --model_name_or_path Qwen/Qwen2.5-0.5B-Instruct --dataset_name openai/gsm8k \\
+        --verifier_url http://127.0.0.1:8088 --output_dir runs/gsm8k --max_steps 200
+
+The script waits for the verifier (`GET /readyz`) before it loads anything, so a wrong URL fails in seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser, get_peft_config
+
+from trainer_client.client import VerifierClient
+from trainer_client.config import DEFAULT_URL
+from trainer_client.gsm8k import HUB_ID, SYSTEM_PROMPT, load_gsm8k
+from trainer_client.rewards import AsyncVerifierReward, VerifierReward
+from verifier_service.schema import COMPONENTS, FormatOptions
+
+logger = logging.getLogger("trainer_client.train")
+
+
+@dataclass
+class VerifierScriptArguments(ScriptArguments):
+    """Script arguments: TRL's dataset arguments plus where the verifier is and which rewards to ask it for."""
+
+    dataset_name: str | None = field(
+        default=HUB_ID,
+        metadata={"help": "Hub dataset id (default openai/gsm8k) or a local .json/.jsonl file with its columns."},
+    )
+    verifier_url: str = field(default=DEFAULT_URL, metadata={"help": "Base URL of the verifier service."})
+    verifier_api_key: str | None = field(
+        default=None, metadata={"help": "API key of the verifier; default: the VERIFIER_API_KEY environment variable."}
+    )
+    verifier_ready_timeout: float = field(
+        default=300.0, metadata={"help": "Seconds to wait for the verifier to be ready before giving up."}
+    )
+    reward_components: list[str] = field(
+        default_factory=lambda: ["math", "format"],
+        metadata={"help": f"Verifier components to reward, each logged as its own reward: {list(COMPONENTS)}."},
+    )
+    combined_reward: bool = field(
+        default=False, metadata={"help": "One reward function for all components (their sum) instead of one each."}
+    )
+    async_rewards: bool = field(default=False, metadata={"help": "Use the async reward functions."})
+    format_prefilled: bool = field(
+        default=False, metadata={"help": "The chat template already opens <think> (format check accounts for it)."}
+    )
+    max_consecutive_failures: int = field(
+        default=10, metadata={"help": "Stop after this many reward calls in a row got no reward from the verifier."}
+    )
+    max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training rows."})
+    system_prompt: str = field(default=SYSTEM_PROMPT, metadata={"help": "System message of every prompt."})
+
+
+def make_parser() -> TrlParser:
+    return TrlParser(cast(Any, (VerifierScriptArguments, GRPOConfig, ModelConfig)))
+
+
+def reward_functions(args: VerifierScriptArguments) -> list[Any]:
+    """One reward function per component (TRL logs `rewards/verifier_<component>/mean` for each), or one in all."""
+    kind = AsyncVerifierReward if args.async_rewards else VerifierReward
+    options: dict[str, Any] = {
+        "base_url": args.verifier_url,
+        "api_key": args.verifier_api_key or os.environ.get("VERIFIER_API_KEY"),
+        "format_options": FormatOptions(prefilled=args.format_prefilled),
+        "max_consecutive_failures": args.max_consecutive_failures,
+    }
+    if args.combined_reward:
+        return [kind(args.reward_components, **options)]
+    return [kind(component, **options) for component in args.reward_components]
+
+
+def wait_for_verifier(args: VerifierScriptArguments) -> None:
+    api_key = args.verifier_api_key or os.environ.get("VERIFIER_API_KEY")
+    with VerifierClient(args.verifier_url, api_key=api_key) as client:
+        logger.info("waiting up to %gs for the verifier at %s", args.verifier_ready_timeout, args.verifier_url)
+        client.wait_until_ready(args.verifier_ready_timeout)
+    logger.info("verifier ready at %s", args.verifier_url)
+
+
+def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_args: ModelConfig) -> None:
+    wait_for_verifier(script_args)
+    if script_args.dataset_name is None:
+        raise ValueError("--dataset_name is required (a hub id such as openai/gsm8k, or a local .json/.jsonl file)")
+    dataset = load_gsm8k(script_args.dataset_name, script_args.dataset_config, script_args.system_prompt)
+    train_dataset = dataset[script_args.dataset_train_split]
+    if script_args.max_train_samples is not None:
+        train_dataset = train_dataset.select(range(min(script_args.max_train_samples, len(train_dataset))))
+    eval_dataset = dataset[script_args.dataset_test_split] if training_args.eval_strategy != "no" else None
+
+    model_init_kwargs = {
+        "revision": model_args.model_revision,
+        # TRL moved trust_remote_code from ModelConfig (<= 1.x early) to GRPOConfig; take it from whichever has it
+        "trust_remote_code": getattr(
+            training_args, "trust_remote_code", getattr(model_args, "trust_remote_code", False)
+        ),
+        "attn_implementation": model_args.attn_implementation,
+        "dtype": model_args.dtype,
+    }
+    if isinstance(training_args.model_init_kwargs, dict):  # the user's --model_init_kwargs win
+        model_init_kwargs |= training_args.model_init_kwargs
+    training_args.model_init_kwargs = model_init_kwargs
+
+    if model_args.model_name_or_path is None:
+        raise ValueError("--model_name_or_path is required (a hub id or a local model directory)")
+    trainer = GRPOTrainer(
+        model=model_args.model_name_or_path,
+        reward_funcs=reward_functions(script_args),
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        peft_config=get_peft_config(model_args),
+    )
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.save_model(training_args.output_dir)
+    trainer.save_state()  # trainer_state.json: the logged rewards and verifier metrics of every step
+    logger.info("training done; model and trainer_state.json in %s", training_args.output_dir)
+    if training_args.push_to_hub:
+        trainer.push_to_hub(dataset_name=script_args.dataset_name)
+    if hasattr(trainer, "end"):  # transformers >= 5.18: finish the trackers, end the process group
+        trainer.end()
+
+
+def cli(argv: Sequence[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request
+    script_args, training_args, model_args = make_parser().parse_args_and_config(
+        args=list(argv) if argv is not None else None
+    )
+    main(script_args, training_args, model_args)
+
+
+if __name__ == "__main__":
+    cli(sys.argv[1:])
