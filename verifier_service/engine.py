@@ -22,6 +22,8 @@ from verifier_service.settings import VerifierSettings
 
 log = logging.getLogger(__name__)
 
+GROUP_SIZE = 8  # math tasks sent to a worker at once
+
 
 class ResultCache:
     """A bounded LRU of finished math results, keyed by task (gold, answer, options).
@@ -132,22 +134,26 @@ class Engine:
             return
         self.metrics.math_tasks.inc(len(batch.waiting))
         self.metrics.deduplicated.inc(sum(len(v) for v in batch.waiting.values()) - len(batch.waiting))
-        tasks = {asyncio.ensure_future(self._run_one(task)): task for task in batch.waiting}
-        done, pending = await asyncio.wait(tasks, timeout=self.settings.batch_timeout_s)
+        groups = {asyncio.ensure_future(self._run_group(group)): group for group in _groups(batch.waiting)}
+        done, pending = await asyncio.wait(groups, timeout=self.settings.batch_timeout_s)
         for future in pending:
             future.cancel()
-        for future, task in tasks.items():
-            if future in done:
-                result = future.result()
+        for future, group in groups.items():
+            if future not in done:
+                results = [self._deadline_exceeded()] * len(group)
+            elif future.exception() is not None:
+                log.error("math group failed", exc_info=future.exception())
+                results = [self._result(future.exception(), 0)] * len(group)
             else:
-                result = MathResult(
-                    None,
-                    Verdict.DEADLINE_EXCEEDED,
-                    detail=f"the batch did not finish within {self.settings.batch_timeout_s}s",
-                )
-            self._fan_out(batch, task, result, batch.waiting[task])
+                results = future.result()
+            for task, result in zip(group, results, strict=True):
+                self._fan_out(batch, task, result, batch.waiting[task])
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
+
+    def _deadline_exceeded(self) -> MathResult:
+        detail = f"the batch did not finish within {self.settings.batch_timeout_s}s"
+        return MathResult(None, Verdict.DEADLINE_EXCEEDED, detail=detail)
 
     def _fan_out(self, batch: _Batch, task: MathTask, result: MathResult, indexes: Iterable[int]) -> None:
         self.cache.put(task, result)
@@ -155,18 +161,28 @@ class Engine:
         for index in indexes:
             batch.components[index]["math"] = component
 
-    async def _run_one(self, task: MathTask) -> MathResult:
+    async def _run_group(self, group: list[MathTask]) -> list[MathResult]:
         timeout = self.settings.math_timeout_s
-        try:
-            return await self.pool.run(task, timeout_s=timeout)
-        except TaskTimeout:
+        outcomes = await self.pool.run_group(group, timeout_s=timeout)
+        return [self._result(outcome, timeout) for outcome in outcomes]
+
+    def _result(self, outcome: object, timeout: float) -> MathResult:
+        if isinstance(outcome, MathResult):
+            return outcome
+        if isinstance(outcome, TaskTimeout):
             self.metrics.timeouts.inc()
             return MathResult(0.0, Verdict.TIMEOUT, detail=f"comparing the answer took longer than {timeout}s")
-        except WorkerCrashed:
+        if isinstance(outcome, WorkerCrashed):
             self.metrics.worker_crashes.inc()
             return MathResult(None, Verdict.WORKER_CRASHED, detail="the worker scoring this item died")
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("math task failed")
-            return MathResult(None, Verdict.INTERNAL_ERROR, detail="the verifier failed on this item")
+        log.error("math task failed: %s", outcome)
+        return MathResult(None, Verdict.INTERNAL_ERROR, detail="the verifier failed on this item")
+
+
+def _groups(tasks: Iterable[MathTask], size: int = GROUP_SIZE) -> list[list[MathTask]]:
+    """Tasks with the same gold go to one worker together, so it parses the gold once; groups stay small
+    enough to spread over every worker."""
+    by_gold: dict[tuple[str, object], list[MathTask]] = {}
+    for task in tasks:
+        by_gold.setdefault((task.gold, task.options), []).append(task)
+    return [same[i : i + size] for same in by_gold.values() for i in range(0, len(same), size)]

@@ -15,7 +15,7 @@ import logging
 import multiprocessing
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -61,7 +61,7 @@ def _die_with_parent() -> None:
 
 
 def _worker_main(conn: Connection, fn_path: str) -> None:
-    """Worker process loop: receive a task, run it, send the outcome back."""
+    """Worker process loop: receive a list of tasks, run them in order, send each outcome as it is ready."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent shuts us down
     logging.getLogger("math_verify").setLevel(logging.ERROR)
@@ -71,14 +71,15 @@ def _worker_main(conn: Connection, fn_path: str) -> None:
     conn.send(("ready", os.getpid()))
     while True:
         try:
-            task = conn.recv()
+            tasks = conn.recv()
         except (EOFError, OSError):
             return
-        try:
-            outcome = ("ok", fn(task))
-        except Exception as exc:  # reported to the parent as an internal error, the worker lives on
-            outcome = ("error", f"{type(exc).__name__}: {exc}"[:500])
-        conn.send(outcome)
+        for task in tasks:
+            try:
+                outcome = ("ok", fn(task))
+            except Exception as exc:  # reported to the parent as an internal error, the worker lives on
+                outcome = ("error", f"{type(exc).__name__}: {exc}"[:500])
+            conn.send(outcome)
 
 
 class _Worker:
@@ -183,29 +184,58 @@ class WorkerPool:
             self._idle.put_nowait(worker)
 
     async def run(self, task: Any, *, timeout_s: float) -> Any:
-        """Run one task on an idle worker; the deadline counts from when the worker receives it."""
-        if self._closed:
-            raise PoolClosed("the worker pool is shut down")
-        worker = await self._idle.get()
-        healthy = False
-        try:
+        """Run one task; raise TaskTimeout, WorkerCrashed or RuntimeError (the task raised) on failure."""
+        [outcome] = await self.run_group([task], timeout_s=timeout_s)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    async def run_group(self, tasks: Sequence[Any], *, timeout_s: float) -> list[Any]:
+        """Run tasks in order on one worker (sharing its caches); one outcome per task, exceptions as values.
+
+        Each task's deadline counts from when the worker starts it (when the previous result arrived). A task
+        that times out or kills its worker gets TaskTimeout / WorkerCrashed; the tasks after it run on another
+        worker, so one bad task costs only itself.
+        """
+        outcomes: list[Any] = []
+        pending = list(tasks)
+        while pending:
+            if self._closed:
+                raise PoolClosed("the worker pool is shut down")
+            worker = await self._idle.get()
+            healthy = False
             try:
-                worker.conn.send(task)
-                if not await _readable(worker.conn, timeout_s):
-                    raise TaskTimeout(f"no result within {timeout_s}s")
-                status, value = worker.conn.recv()
-            except (EOFError, OSError, BrokenPipeError) as exc:
-                raise WorkerCrashed("the worker died while scoring this item") from exc
-            healthy = True
-        finally:
-            # A worker that timed out, died, or was abandoned mid-task (cancellation) is never reused.
-            if healthy:
-                self._idle.put_nowait(worker)
-            else:
-                self._replace(worker)
-        if status == "error":
-            raise RuntimeError(value)
-        return value
+                try:
+                    worker.conn.send(pending)
+                except OSError:  # it died while idle: these tasks never ran, so they go to another worker
+                    continue
+                while pending:
+                    outcome = await self._next_outcome(worker, timeout_s)
+                    outcomes.append(outcome)
+                    pending.pop(0)
+                    if isinstance(outcome, (TaskTimeout, WorkerCrashed)):
+                        break
+                else:
+                    healthy = True
+            finally:
+                # A worker that timed out, died, or was abandoned mid-task (cancellation) is never reused.
+                if healthy:
+                    self._idle.put_nowait(worker)
+                else:
+                    self._replace(worker)
+        return outcomes
+
+    @staticmethod
+    async def _next_outcome(worker: _Worker, timeout_s: float) -> Any:
+        try:
+            if not await _readable(worker.conn, timeout_s):
+                return TaskTimeout(f"no result within {timeout_s}s")
+            status, value = worker.conn.recv()
+        except (EOFError, OSError) as exc:
+            crashed = WorkerCrashed("the worker died while scoring this item")
+            crashed.__cause__ = exc
+            return crashed
+        return RuntimeError(value) if status == "error" else value
 
     async def close(self) -> None:
         self._closed = True

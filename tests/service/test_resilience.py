@@ -26,7 +26,8 @@ def _score(url: str, items: list[dict[str, Any]], **kwargs: Any) -> httpx.Respon
 def test_workers_killed_mid_batch(tmp_path: Path) -> None:
     with running_server(tmp_path, math_workers=2, math_timeout_s=30) as server:
         old_pids = httpx.get(f"{server.url}/readyz").json()["math_workers"]["pids"]
-        items = [{"id": f"bomb{i}", "completion": bomb, "math": {"gold": "5"}} for i, bomb in enumerate(BOMBS)]
+        # different golds: the two go to different workers (same-gold tasks share one)
+        items = [{"id": f"bomb{i}", "completion": bomb, "math": {"gold": str(5 + i)}} for i, bomb in enumerate(BOMBS)]
         items += [
             {
                 "id": f"ok{i}",

@@ -93,3 +93,22 @@ def test_cancelled_task_does_not_leave_a_stale_result() -> None:
             await pool.close()
 
     run(main)
+
+
+@pytest.mark.timeout(60)
+def test_group_runs_on_one_worker_and_a_bad_task_costs_only_itself() -> None:
+    async def main() -> None:
+        pool = WorkerPool(2, "tests.unit.pool_tasks:sleep")
+        await pool.start()
+        try:
+            together = await pool.run_group([0, 0, 0], timeout_s=5)
+            assert len(set(together)) == 1  # the same worker ran all three
+            outcomes = await pool.run_group([0, 60, 0, 0], timeout_s=0.5)
+            assert isinstance(outcomes[1], TaskTimeout)
+            assert all(isinstance(pid, int) for pid in outcomes[:1] + outcomes[2:])
+            assert outcomes[0] != outcomes[2]  # the tasks after the timeout moved to another worker
+            await _ready(pool)
+        finally:
+            await pool.close()
+
+    run(main)

@@ -69,15 +69,29 @@ def prepare_math(
         return MathResult(0.0, Verdict.ANSWER_TOO_LONG, detail=f"the answer is longer than {max_answer} characters")
     if _nesting_depth(answer) > _MAX_NESTING:
         return MathResult(0.0, Verdict.ANSWER_TOO_LONG, detail=f"the answer nests deeper than {_MAX_NESTING}")
-    # Plain numbers are what the `expr` target reads; without it math-verify may read them differently.
-    fast = "expr" in options.extraction and "expr" in (options.gold_extraction or options.extraction)
-    gold_value = numbers.plain_number(_gold_text(gold)) if fast else None
-    answer_value = numbers.plain_number(answer) if gold_value is not None else None
-    if gold_value is not None and answer_value is not None:
-        same = numbers.compare_plain(gold_value, answer_value)
-        if same is not None:
-            return _verdict(same, str(answer_value))
+    fast = _compare_plain(gold, answer, options)
+    if fast is not None:
+        return fast
     return MathTask(gold=gold, answer=answer, options=options)
+
+
+def _compare_plain(gold: str, answer: str, options: MathOptions) -> MathResult | None:
+    """Settle plain numbers and integer fractions without sympy, where math-verify would read them the same way:
+    numbers are what the `expr` target reads, `\\frac{a}{b}` what the `latex` target reads."""
+    targets = set(options.extraction) & set(options.gold_extraction or options.extraction)
+    if "expr" not in targets:
+        return None
+    gold_value = numbers.plain_number(_gold_text(gold))
+    answer_value = numbers.plain_number(answer) if gold_value is not None else None
+    if gold_value is None or answer_value is None:
+        return None
+    if (gold_value.latex or answer_value.latex) and "latex" not in targets:
+        return None
+    same = numbers.compare_plain(gold_value, answer_value)
+    if same is None:
+        return None
+    value = answer_value.value
+    return _verdict(same, str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}")
 
 
 def _verdict(correct: bool, extracted: str | None) -> MathResult:

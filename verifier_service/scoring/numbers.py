@@ -9,7 +9,9 @@ math-verify rounds) goes to the sympy path.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 
 # math-verify's own number grammar (parser.py, lazy_expr_regex), anchored to the whole string.
 _NUMBER = re.compile(
@@ -18,7 +20,14 @@ _NUMBER = re.compile(
     r"|(?P<dec3>[-+]?\.\d+)"
     r"|(?P<int3>[-+]?\d+))$"
 )
-_WRAPPERS = re.compile(r"^(?:\\boxed\{(?P<boxed>.*)\}|\$\$(?P<dd>.*)\$\$|\$(?P<d>.*)\$|\*\*(?P<bold>.*)\*\*)$", re.S)
+_WRAPPERS = re.compile(
+    r"^(?:\\boxed\{(?P<boxed>.*)\}|\$\$(?P<dd>.*)\$\$|\$(?P<d>[^$\n]*)\$|\*\*(?P<bold>[^*]*)\*\*)$", re.S
+)
+# An integer fraction: `\frac{3}{4}`, `\dfrac{-3}{4}`, `-\tfrac34`, `3/4`.
+_FRACTION = re.compile(
+    r"^(?P<sign>[-+]?)\s*(?:(?P<latex>\\[dt]?frac)\s*(?:\{\s*(?P<n1>-?\d+)\s*\}|(?P<n2>\d))\s*(?:\{\s*(?P<d1>\d+)\s*\}|(?P<d2>\d))"
+    r"|(?P<n3>-?\d+)\s*/\s*(?P<d3>\d+))$"
+)
 _TRAILING = re.compile(r"[\s.,;:!]+$")
 _LEADING = re.compile(r"^(?:(?i:(?:the\s+)?(?:final\s+)?answer(?:\s+is)?\s*:?)|=|\s)+")
 
@@ -62,11 +71,20 @@ def rewrite(text: str, *, latex: bool) -> str:
     return _PUNCT_BEFORE_CLOSE.sub(r"\1", text)
 
 
-def plain_number(text: str) -> Decimal | None:
-    """The value of text when it is exactly one plain number (possibly wrapped), else None.
+@dataclass(frozen=True)
+class PlainNumber:
+    value: Fraction
+    decimal: bool  # written with a decimal point: math-verify rounds it (float_rounding), so inequality is not final
+    latex: bool  # written as `\frac{a}{b}`: only the latex target reads it
 
-    >>> plain_number("$1,234$."), plain_number("\\\\boxed{-0.5}"), plain_number("x = 3")
-    (Decimal('1234'), Decimal('-0.5'), None)
+
+def plain_number(text: str) -> PlainNumber | None:
+    """The value of text when it is exactly one plain number or integer fraction (possibly wrapped), else None.
+
+    >>> [plain_number(t).value for t in ("$1,234$.", "\\\\boxed{-0.5}", "\\\\dfrac{6}{8}", "-3/4")]
+    [Fraction(1234, 1), Fraction(-1, 2), Fraction(3, 4), Fraction(-3, 4)]
+    >>> plain_number("x = 3") is None
+    True
     """
     s = _LEADING.sub("", _TRAILING.sub("", text.strip()))
     for _ in range(3):
@@ -74,6 +92,12 @@ def plain_number(text: str) -> Decimal | None:
         if m is None:
             break
         s = _TRAILING.sub("", next(g for g in m.groups() if g is not None).strip())
+    if (frac := _FRACTION.match(s)) is not None:
+        num, den = int(frac["n1"] or frac["n2"] or frac["n3"]), int(frac["d1"] or frac["d2"] or frac["d3"])
+        if den == 0:
+            return None
+        sign = -1 if frac["sign"] == "-" else 1
+        return PlainNumber(Fraction(sign * num, den), False, frac["latex"] is not None)
     m = _NUMBER.match(s)
     if m is None:
         return None
@@ -84,16 +108,17 @@ def plain_number(text: str) -> Decimal | None:
     else:
         digits = m["dec3"] or m["int3"]
     try:
-        return Decimal(digits)
-    except InvalidOperation:
+        return PlainNumber(Fraction(Decimal(digits)), "." in digits, False)
+    except (InvalidOperation, ValueError):
         return None
 
 
-def compare_plain(gold: Decimal, answer: Decimal) -> bool | None:
+def compare_plain(gold: PlainNumber, answer: PlainNumber) -> bool | None:
     """True/False when exact arithmetic settles it as math-verify would; None to defer to sympy."""
-    if gold == answer:
+    if gold.value == answer.value:
         return True
-    if gold == gold.to_integral_value() and answer == answer.to_integral_value():
-        # Both integral: math-verify compares them as integers, or rounds floats that are equal anyway.
-        return False
+    if not (gold.decimal or answer.decimal):
+        return False  # integers and integer fractions: math-verify compares them exactly
+    if gold.value.denominator == 1 and answer.value.denominator == 1:
+        return False  # integral floats (`1000.0`): rounding cannot make different integers equal
     return None
