@@ -90,8 +90,7 @@ def _compare_plain(gold: str, answer: str, options: MathOptions) -> MathResult |
     same = numbers.compare_plain(gold_value, answer_value)
     if same is None:
         return None
-    value = answer_value.value
-    return _verdict(same, str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}")
+    return _verdict(same, answer_value.text)
 
 
 def _verdict(correct: bool, extracted: str | None) -> MathResult:

@@ -76,6 +76,7 @@ class PlainNumber:
     value: Fraction
     decimal: bool  # written with a decimal point: math-verify rounds it (float_rounding), so inequality is not final
     latex: bool  # written as `\frac{a}{b}`: only the latex target reads it
+    text: str  # as written, without wrappers
 
 
 def plain_number(text: str) -> PlainNumber | None:
@@ -97,7 +98,7 @@ def plain_number(text: str) -> PlainNumber | None:
         if den == 0:
             return None
         sign = -1 if frac["sign"] == "-" else 1
-        return PlainNumber(Fraction(sign * num, den), False, frac["latex"] is not None)
+        return PlainNumber(Fraction(sign * num, den), False, frac["latex"] is not None, s)
     m = _NUMBER.match(s)
     if m is None:
         return None
@@ -108,7 +109,7 @@ def plain_number(text: str) -> PlainNumber | None:
     else:
         digits = m["dec3"] or m["int3"]
     try:
-        return PlainNumber(Fraction(Decimal(digits)), "." in digits, False)
+        return PlainNumber(Fraction(Decimal(digits)), "." in digits, False, s)
     except (InvalidOperation, ValueError):
         return None
 
