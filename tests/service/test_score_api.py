@@ -37,7 +37,7 @@ def test_every_component_and_the_reward(server: Server) -> None:
         "score": 1.0,
         "verdict": "correct",
         "detail": None,
-        "extracted": "\\frac{2}{6}",
+        "extracted": "\\dfrac{2}{6}",
     }
     assert item["components"]["format"] == {"score": 1.0, "verdict": "ok", "detail": None}
 
