@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SRC := $(wildcard verifier_service sandbox trainer_client tests bench)
 
-.PHONY: install format lint typecheck test run bench all clean
+
+.PHONY: system-deps install format lint typecheck test run bench all clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,7 +15,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,train]'
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) system-deps
+
+# Operating-system packages the sandbox uses: bubblewrap (the local backend's isolation) and debootstrap (the
+# offline base image). Installed when missing and we are root; otherwise say what is missing and go on.
+system-deps:
+	@missing=""; command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	command -v debootstrap >/dev/null || missing="$$missing debootstrap"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else echo "warning: not installed:$$missing (needs root and apt-get); sandbox tests that need them skip"; fi; \
+	fi
 
 format: install
 	$(BIN)/ruff format $(SRC)

@@ -1,0 +1,149 @@
+"""The sandbox's interface: what an executor is asked to run, and what it reports.
+
+The sandbox knows nothing about HTTP or rewards. It runs an untrusted program against tests under limits and
+returns one outcome per test. Verdicts are decided on the trusted side (the host process, from facts the in-sandbox
+supervisor and tester report), never from exit status or output that the untrusted code controls.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from enum import StrEnum
+from typing import Any, Protocol
+
+
+class TestVerdict(StrEnum):
+    __test__ = False  # not a pytest test class, though tests import it
+
+    PASSED = "passed"
+    WRONG_ANSWER = "wrong_answer"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    MEMORY_LIMIT = "memory_limit"
+    OUTPUT_LIMIT = "output_limit"
+
+
+class RunVerdict(StrEnum):
+    OK = "ok"  # the program ran; see the per-test outcomes
+    NO_CODE = "no_code"  # the program is empty: score 0, nothing ran
+    COMPILE_ERROR = "compile_error"  # the program is not valid Python: every test fails, score 0
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"  # cannot judge: the executor could not run it (score null)
+    INVALID_TEST = "invalid_test"  # cannot judge: a test is malformed or needs what cannot cross the boundary (null)
+
+    @property
+    def judged(self) -> bool:
+        """False where the verifier cannot judge: the score must be null, never 0."""
+        return self not in (RunVerdict.SANDBOX_UNAVAILABLE, RunVerdict.INVALID_TEST)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-test limits. The wall clock starts when the test starts running, not when it is queued."""
+
+    wall_s: float = 5.0
+    cpu_s: float = 5.0
+    memory_mb: int = 512  # address space of the program's process (RLIMIT_AS)
+    max_processes: int = 32  # processes and threads of the program
+    max_file_mb: int = 16  # largest file it may write
+    max_output_bytes: int = 4 * 1024 * 1024  # stdout, and stderr, each
+
+    def capped(self, maxima: Limits) -> Limits:
+        """These limits, each no higher than the server's maximum."""
+        return replace(self, **{f.name: min(getattr(self, f.name), getattr(maxima, f.name)) for f in fields(self)})
+
+
+@dataclass(frozen=True)
+class StdioTest:
+    stdin: str
+    stdout: str
+    mode: str = "tokens"  # "tokens" (whitespace-separated), "exact", or "float" (tokens, numbers with tolerance)
+    tolerance: float = 1e-6
+
+
+@dataclass(frozen=True)
+class CallTest:
+    """`fn(*args, **kwargs)` must return `expected` (JSON semantics: a tuple equals a list, 240.0 equals 240, True
+    is not 1). With `tolerance` > 0, numbers match when math.isclose(rel_tol=abs_tol=tolerance)."""
+
+    fn: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    expected: Any = None
+    tolerance: float = 0.0
+
+
+@dataclass(frozen=True)
+class AssertTest:
+    code: str  # HumanEval/MBPP style: run after the program, against the program's names
+
+
+Test = StdioTest | CallTest | AssertTest
+
+
+@dataclass(frozen=True)
+class Submission:
+    program: str
+    tests: tuple[Test, ...]
+    limits: Limits = Limits()
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    __test__ = False  # not a pytest test class, though tests import it
+
+    verdict: TestVerdict
+    detail: str | None = None  # short, human, never the submitted code or a traceback longer than a line
+    wall_s: float | None = None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    verdict: RunVerdict
+    tests: tuple[TestOutcome, ...] = ()
+    detail: str | None = None
+
+    @property
+    def passed(self) -> int:
+        return sum(t.verdict == TestVerdict.PASSED for t in self.tests)
+
+    @property
+    def score(self) -> float | None:
+        """passed / total; 0.0 for no code or a compile error; None where the verifier cannot judge."""
+        if not self.verdict.judged:
+            return None
+        return self.passed / len(self.tests) if self.verdict == RunVerdict.OK and self.tests else 0.0
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """How an executor is set up; per-request limits are capped at `max_limits`."""
+
+    pool_size: int = field(default_factory=lambda: os.cpu_count() or 1)  # sandboxes running tests at once
+    max_limits: Limits = Limits(wall_s=60, cpu_s=60, memory_mb=8192, max_processes=256, max_file_mb=256,
+                                max_output_bytes=64 * 1024 * 1024)  # fmt: skip
+    jobs_per_sandbox: int = 1000  # a sandbox is replaced after this many submissions (defence in depth)
+    start_timeout_s: float = 60.0  # for one sandbox to come up
+    scratch_mb: int = 256  # size of each sandbox's tmpfs (/tmp), where scratch dirs live
+    image: str = "verifier-sandbox:latest"  # docker: the sandbox image (sandbox/image/Dockerfile)
+    pool_name: str = "default"  # docker: containers are labelled with it; leftovers with this name are removed
+    uid_base: int = 10001  # sandbox i runs as uid_base + i (docker; local as root); distinct per service on a host
+    require_isolation: bool = False  # local: refuse to start without bubblewrap instead of warning
+    local_python: str | None = None  # local: the interpreter in the sandbox (default: the first that works)
+
+
+class Executor(Protocol):
+    """Runs submissions. `run` never raises for anything the untrusted code does; infrastructure failures
+    come back as `RunVerdict.SANDBOX_UNAVAILABLE`."""
+
+    name: str
+
+    async def start(self) -> None: ...
+
+    async def run(self, submission: Submission) -> RunResult: ...
+
+    async def close(self) -> None: ...
+
+    def status(self) -> dict[str, Any]:
+        """For /readyz: {"ready": bool, "isolation": "...", "warnings": [...], ...}."""
+        ...

@@ -1,0 +1,176 @@
+"""The Docker backend: a warm pool of hardened containers, each with the resident runner as PID 1.
+
+The only module that imports `docker`. Jobs go to the runner over the container's attached stdin/stdout (one socket
+per container, held open), so a submission costs no container start and no `docker exec`.
+
+Deliberately no `init=True`: Docker's init would be PID 1 and hold the container's stdin/stdout, and it is an
+ordinary (dumpable) process of the sandbox uid, so any program could open /proc/1/fd/1 and write fake results to the
+host, or read the next job from /proc/1/fd/0. The runner itself is PID 1 instead: it reaps orphans (init's job),
+nothing inside can signal it (the kernel drops signals to a namespace's init that it has no handler for), and it is
+non-dumpable, so its fds cannot be opened through /proc.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import socket
+from typing import Any
+
+import docker
+import docker.errors
+from docker.models.containers import Container
+
+from sandbox.api import SandboxConfig
+from sandbox.executor import PooledExecutor
+
+log = logging.getLogger(__name__)
+
+POOL_LABEL = "verifier.sandbox.pool"
+STDOUT, STDERR = 1, 2
+
+
+class AttachedChannel:
+    """The runner's stdin and stdout over one attached socket; stdout arrives in Docker's multiplexed frames."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, slot: int) -> None:
+        self._reader, self._writer, self._slot = reader, writer, slot
+        self._buf = bytearray()
+
+    async def send(self, line: bytes) -> None:
+        self._writer.write(line + b"\n")
+        await self._writer.drain()
+
+    async def recv(self) -> bytes:
+        start = 0
+        while (end := self._buf.find(b"\n", start)) < 0:
+            start = len(self._buf)
+            try:
+                header = await self._reader.readexactly(8)
+                payload = await self._reader.readexactly(int.from_bytes(header[4:8], "big"))
+            except asyncio.IncompleteReadError:
+                raise EOFError("the container's runner exited") from None
+            if header[0] == STDOUT:
+                self._buf += payload
+            elif header[0] == STDERR:
+                log.warning("sandbox %d: %s", self._slot, payload.decode(errors="replace").rstrip())
+        line = bytes(self._buf[:end])
+        del self._buf[: end + 1]
+        return line
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+class DockerSandbox:
+    def __init__(self, slot: int, container: Container, channel: AttachedChannel) -> None:
+        self.slot, self.container, self.channel = slot, container, channel
+
+    async def destroy(self) -> None:
+        self.channel.close()
+        with contextlib.suppress(docker.errors.NotFound):
+            await asyncio.to_thread(self.container.remove, force=True)
+
+
+class DockerExecutor(PooledExecutor):
+    """Executor over a pool of containers of `config.image` (see sandbox/image/)."""
+
+    name = "docker"
+
+    def __init__(self, config: SandboxConfig | None = None, client: docker.DockerClient | None = None) -> None:
+        super().__init__(config)
+        self._client = client
+        self._engine_cpus = 1
+
+    @property
+    def client(self) -> docker.DockerClient:
+        if self._client is None:
+            raise RuntimeError("DockerExecutor.start() has not run")
+        return self._client
+
+    async def start(self) -> None:
+        try:
+            if self._client is None:
+                self._client = await asyncio.to_thread(docker.from_env)
+            removed = await asyncio.to_thread(self.remove_containers)
+            self._engine_cpus = int((await asyncio.to_thread(self.client.info)).get("NCPU") or 1)
+        except docker.errors.DockerException as exc:
+            self.pool.last_error = f"no Docker engine: {exc}"
+            log.warning("%s", self.pool.last_error)
+            return
+        if removed:
+            log.warning("removed %d sandbox containers left over from an earlier run", removed)
+        await super().start()
+
+    async def close(self) -> None:
+        await super().close()
+        if self._client is not None:
+            with contextlib.suppress(docker.errors.DockerException):
+                await asyncio.to_thread(self.remove_containers)
+            self._client.close()
+
+    def status(self) -> dict[str, Any]:
+        return {**super().status(), "isolation": "docker", "image": self.config.image, "warnings": []}
+
+    def remove_containers(self) -> int:
+        """Remove every container of this pool name (left by a crash, or at shutdown); return how many."""
+        found = self.client.containers.list(all=True, filters={"label": f"{POOL_LABEL}={self.config.pool_name}"})
+        for container in found:
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
+        return len(found)
+
+    def container_options(self, slot: int) -> dict[str, Any]:
+        """How each container is hardened (also what the tests inspect)."""
+        cfg, top = self.config, self.config.max_limits
+        uid = cfg.uid_base + slot  # its own uid: RLIMIT_NPROC counts per uid, across containers
+        memory = f"{top.memory_mb + cfg.scratch_mb + 256}m"
+        return {
+            "command": ["--serve", "--scratch", "/tmp"],
+            "user": f"{uid}:{cfg.uid_base}",
+            "labels": {POOL_LABEL: cfg.pool_name, "verifier.role": "sandbox-run"},
+            "network_mode": "none",
+            "read_only": True,
+            "tmpfs": {"/tmp": f"rw,nosuid,nodev,noexec,size={cfg.scratch_mb}m,nr_inodes=65536,mode=1777"},
+            "shm_size": f"{64 << 20}",
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+            "pids_limit": top.max_processes + 16,
+            "mem_limit": memory,
+            "memswap_limit": memory,
+            "nano_cpus": 1_000_000_000,
+            "cpuset_cpus": str(slot % self._engine_cpus),  # its own CPU, as the local backend pins its sandboxes
+            "ipc_mode": "private",
+            "hostname": "sandbox",
+            "environment": {"LANG": "C.UTF-8"},
+            "init": False,
+            "stdin_open": True,
+            "tty": False,
+        }
+
+    async def create_sandbox(self, slot: int) -> DockerSandbox:
+        container = await asyncio.to_thread(
+            self.client.containers.create, self.config.image, **self.container_options(slot)
+        )
+        try:
+            sock = await asyncio.to_thread(self._attach, container)
+            reader, writer = await asyncio.open_connection(sock=sock, limit=1 << 20)
+            channel = AttachedChannel(reader, writer, slot)
+            await asyncio.to_thread(container.start)
+            hello = json.loads(await asyncio.wait_for(channel.recv(), self.config.start_timeout_s))
+            if not hello.get("ready") or not hello.get("pidns"):
+                raise RuntimeError(f"the runner did not start as PID 1: {hello}")
+        except BaseException:
+            with contextlib.suppress(docker.errors.DockerException):
+                await asyncio.to_thread(container.remove, force=True)
+            raise
+        return DockerSandbox(slot, container, channel)
+
+    def _attach(self, container: Container) -> socket.socket:
+        """A plain socket attached to stdin/stdout/stderr, before the container starts (so no output is missed)."""
+        params = {"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+        raw: Any = self.client.api.attach_socket(container.id, params=params)
+        inner = getattr(raw, "_sock", raw)  # a SocketIO over a unix or TCP socket
+        return socket.socket(fileno=inner.detach())  # ours alone: the HTTP client can never reuse or close it

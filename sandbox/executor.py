@@ -1,0 +1,209 @@
+"""What both backends share: validating a submission, driving a runner through a job, turning facts into a result.
+
+A backend only says how to start and destroy one sandbox (a container, a bubblewrap jail, a process); the runner
+inside speaks the same JSON-lines protocol everywhere (see runner.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sandbox.api import (
+    AssertTest,
+    CallTest,
+    Limits,
+    RunResult,
+    RunVerdict,
+    SandboxConfig,
+    StdioTest,
+    Submission,
+    Test,
+)
+from sandbox.compare import CannotJudge, outcome
+from sandbox.pool import Channel, Pool, Sandbox, SandboxUnavailable
+from sandbox.runner import KILL_TIMEOUT_S, Unserializable, encode
+
+log = logging.getLogger(__name__)
+
+GRACE_S = 2 * KILL_TIMEOUT_S + 5  # beyond a test's wall limit: spawning, killing and wiping before its facts come
+STDIO_MODES = ("tokens", "exact", "float")
+MIN_TESTS_PER_PART = 8  # a submission with fewer tests runs in one sandbox
+
+
+@dataclass
+class JobReport:
+    facts: dict[int, dict[str, Any]] = field(default_factory=dict)  # by index in the job's tests
+    compile_error: str | None = None
+    lost_at: int | None = None  # the runner died or hung during this test
+    hung: bool = False
+    fatal: str | None = None  # the runner reported itself broken (after the facts of the test that broke it)
+
+    @property
+    def healthy(self) -> bool:
+        return self.lost_at is None and self.fatal is None
+
+
+async def run_job(
+    channel: Channel, job_id: int, program: str, specs: list[dict[str, Any]], limits: Limits
+) -> JobReport:
+    """Send one job; collect the facts per test until the runner says done (or dies, or stops answering)."""
+    report = JobReport()
+    job = {"job": job_id, "program": program, "tests": specs, "limits": asdict(limits)}
+    try:
+        await channel.send(json.dumps(job).encode())
+    except (OSError, EOFError):  # it died since its last job
+        report.lost_at, report.fatal = 0, "the runner was gone"
+        return report
+    while True:
+        try:
+            line = await asyncio.wait_for(channel.recv(), limits.wall_s + GRACE_S)
+        except TimeoutError:
+            report.lost_at, report.hung = len(report.facts), True
+            return report
+        except (EOFError, ConnectionError):
+            done = report.compile_error is not None or len(report.facts) == len(specs)
+            report.lost_at = None if done else len(report.facts)
+            report.fatal = report.fatal or "the runner exited"
+            return report
+        msg = json.loads(line)
+        if msg.get("job") != job_id:
+            continue
+        if "facts" in msg:
+            report.facts[int(msg["i"])] = msg["facts"]
+        elif "compile_error" in msg:
+            report.compile_error = str(msg["compile_error"])
+        elif "fatal" in msg:
+            report.fatal = str(msg["fatal"])
+        if "done" in msg or "fatal" in msg:
+            return report
+
+
+def test_spec(test: Test) -> dict[str, Any]:
+    if isinstance(test, StdioTest):
+        return {"kind": "stdio", "stdin": test.stdin}
+    if isinstance(test, CallTest):
+        return {"kind": "call", "fn": test.fn, "args": encode(list(test.args)), "kwargs": encode(dict(test.kwargs))}
+    return {"kind": "assert", "code": test.code}
+
+
+def invalid_test(test: Test) -> str | None:
+    """Why a test cannot be run (the tests are trusted input: checking them on the host is safe)."""
+    try:
+        if isinstance(test, AssertTest):
+            compile(test.code, "test.py", "exec", dont_inherit=True)
+        elif isinstance(test, CallTest):
+            if not test.fn.isidentifier():
+                return f"not a function name: {test.fn[:50]!r}"
+            encode([list(test.args), dict(test.kwargs)])
+        elif test.mode not in STDIO_MODES:
+            return f"unknown stdio mode {test.mode!r}"
+    except (SyntaxError, ValueError) as exc:
+        return f"test code does not compile: {exc}"
+    except Unserializable as exc:
+        return f"arguments are not plain data: {exc}"
+    return None
+
+
+class PooledExecutor:
+    """An Executor over a pool of sandboxes. Subclasses set `name` and implement `create_sandbox`."""
+
+    name = "pooled"
+    runner_killable = False  # can a program kill the runner? (only without namespaces); see _collect
+
+    def __init__(self, config: SandboxConfig | None = None) -> None:
+        self.config = config or SandboxConfig()
+        self.pool = Pool(self.create_sandbox, self.config.pool_size, self.config.jobs_per_sandbox, self.name)
+        self._job_ids = itertools.count(1)
+
+    async def create_sandbox(self, slot: int) -> Sandbox:
+        raise NotImplementedError
+
+    async def start(self) -> None:
+        await self.pool.start()
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    def status(self) -> dict[str, Any]:
+        return {"backend": self.name, **self.pool.status()}
+
+    async def run(self, submission: Submission) -> RunResult:
+        if not submission.program.strip():
+            return RunResult(RunVerdict.NO_CODE, detail="no code to run")
+        for test in submission.tests:
+            problem = invalid_test(test)
+            if problem:
+                return RunResult(RunVerdict.INVALID_TEST, detail=problem)
+        limits = submission.limits.capped(self.config.max_limits)
+        try:
+            facts = await self._collect(submission.program, submission.tests, limits)
+        except SandboxUnavailable as exc:
+            return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=str(exc))
+        except Exception:  # a bug of ours, never the program's doing: cannot judge
+            log.exception("the %s executor failed", self.name)
+            return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail="internal error in the sandbox executor")
+        if isinstance(facts, str):
+            return RunResult(RunVerdict.COMPILE_ERROR, detail=facts)
+        try:
+            outcomes = tuple(outcome(t, facts[i], limits) for i, t in enumerate(submission.tests))
+        except CannotJudge as exc:
+            return RunResult(RunVerdict.INVALID_TEST, detail=str(exc))
+        return RunResult(RunVerdict.OK, outcomes)
+
+    async def _collect(self, program: str, tests: tuple[Test, ...], limits: Limits) -> dict[int, dict[str, Any]] | str:
+        """The facts of every test, or the compile error. Many tests are split over several sandboxes at once (a
+        long CodeContests suite with timeouts should not run serially when sandboxes sit idle)."""
+        specs = [test_spec(t) for t in tests]
+        n = min(self.pool.size, max(1, len(specs) // MIN_TESTS_PER_PART))
+        parts = [list(range(len(specs)))[p::n] for p in range(n)]
+        try:
+            async with asyncio.TaskGroup() as group:  # a part that fails cancels the others (their sandboxes go)
+                tasks = [group.create_task(self._collect_part(program, specs, part, limits)) for part in parts]
+        except* SandboxUnavailable as failed:
+            raise failed.exceptions[0] from None
+        facts: dict[int, dict[str, Any]] = {}
+        for task in tasks:
+            part = task.result()
+            if isinstance(part, str):
+                return part
+            facts.update(part)
+        return facts
+
+    async def _collect_part(
+        self, program: str, specs: list[dict[str, Any]], indices: list[int], limits: Limits
+    ) -> dict[int, dict[str, Any]] | str:
+        """The facts of these tests, moving on to a fresh sandbox whenever one breaks.
+
+        A runner that dies mid-test with no explanation gets that test one more try on a fresh sandbox: in a PID
+        namespace the runner is PID 1 and nothing inside can kill it, so that is the infrastructure. A second death
+        is SandboxUnavailable there, and a failed test where the program itself can kill the runner. A runner that
+        stops answering fails the test as a timeout.
+        """
+        facts: dict[int, dict[str, Any]] = {}
+        retried: set[int] = set()
+        while todo := [i for i in indices if i not in facts]:
+            async with self.pool.lease() as sandbox:
+                report = await run_job(sandbox.channel, next(self._job_ids), program, [specs[i] for i in todo], limits)
+                if not report.healthy:
+                    log.info("replacing a %s sandbox: %s", self.name, report.fatal or "it stopped answering")
+                    self.pool.retire(sandbox)
+            if report.compile_error is not None:
+                return report.compile_error
+            if report.fatal is not None and not report.facts and report.lost_at is None:
+                report.lost_at = 0  # broken before its first test ran: count it, or a broken host loops forever
+            facts.update((todo[i], f) for i, f in report.facts.items())
+            if report.lost_at is not None and report.lost_at < len(todo):
+                lost = todo[report.lost_at]
+                if report.hung:
+                    facts[lost] = {"status": "timeout"}
+                elif lost in retried and self.runner_killable:
+                    facts[lost] = {"status": "broken", "detail": "the program killed its sandbox"}
+                elif lost in retried:
+                    raise SandboxUnavailable(f"the {self.name} sandbox died twice while running this submission")
+                retried.add(lost)
+        return facts

@@ -1,0 +1,200 @@
+"""The trusted side's data handling, without a sandbox: encoding by exact type, comparisons, test validation, and
+how the tester binds the program's names."""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import socket
+
+import pytest
+
+from sandbox import AssertTest, CallTest, Limits, RunResult, RunVerdict, StdioTest, TestOutcome, TestVerdict
+from sandbox.compare import json_equal, outcome, stdout_matches
+from sandbox.executor import invalid_test
+from sandbox.runner import Conn, Malformed, Remote, Unserializable, bind, decode, encode
+
+
+def roundtrip(value: object) -> object:
+    return decode(json.loads(json.dumps(encode(value))))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, True, 0, -(10**5000), 2.5, math.inf, "é\udc80", b"\x00\xff", [1, [2]], (1, (2,)), {1: "a", (2, 3): None},
+     {1, 2}, frozenset({3}), 1 + 2j, {"$t": [1]}],
+    ids=lambda value: type(value).__name__,
+)  # fmt: skip
+def test_plain_values_round_trip_with_their_exact_types(value: object) -> None:
+    back = roundtrip(value)
+    assert back == value and type(back) is type(value)
+
+
+def test_nan_round_trips() -> None:
+    assert math.isnan(roundtrip(math.nan))  # type: ignore[arg-type]
+
+
+def test_subclasses_are_read_through_the_base_type_and_lose_their_methods() -> None:
+    class LyingInt(int):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        __hash__ = int.__hash__
+
+    class LyingList(list[int]):
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            return iter([7, 7, 7])
+
+    class LyingStr(str):
+        def __str__(self) -> str:
+            return "expected"
+
+    back = roundtrip([LyingInt(5), LyingList([1]), LyingStr("mine"), collections.Counter("aa"), True])
+    assert back == [5, [1], "mine", {"a": 2}, True]
+    assert [type(v) for v in back] == [int, list, str, dict, bool]  # type: ignore[attr-defined]
+
+
+def test_objects_that_are_not_plain_data_are_refused() -> None:
+    class AlwaysEqual:
+        def __eq__(self, other: object) -> bool:
+            return True
+
+    class FakeInt:
+        __class__ = int  # type: ignore[assignment]  # isinstance(x, int) is True: the encoder does not ask
+
+    for value in (AlwaysEqual(), FakeInt(), object(), len, [socket]):
+        with pytest.raises(Unserializable):
+            encode(value)
+
+
+def test_cycles_and_deep_nesting_are_refused() -> None:
+    cycle: list[object] = []
+    cycle.append(cycle)
+    with pytest.raises(Unserializable):
+        encode(cycle)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [{"$x": 1}, {"$t": 1}, {"$d": [[1]]}, {"$d": [[[1], 2]]}, {"$i": "zz"}, {"$r": 1}, {"a": 1, "b": 2}, {"$b": "!"}],
+)
+def test_malformed_encodings_are_rejected(data: object) -> None:
+    with pytest.raises(Malformed):
+        decode(data)
+
+
+@pytest.mark.parametrize(
+    ("actual", "expected", "equal"),
+    [
+        (240.0, 240, True),  # MBPP/14: numbers compare as numbers
+        ((1, 2), [1, 2], True),  # JSON has no tuples
+        ({"a": [1.0]}, {"a": [1]}, True),
+        (True, 1, False),  # booleans are not numbers
+        (1, True, False),
+        (None, 0, False),
+        ("1", 1, False),
+        ({1: 2}, {"1": 2}, False),
+        ([1, 2], [1, 2, 3], False),
+        ({1, 2}, [1, 2], False),
+        (10**400, 1e300, False),
+    ],
+)
+def test_call_values_compare_with_json_semantics(actual: object, expected: object, equal: bool) -> None:
+    assert json_equal(actual, expected) is equal
+
+
+def test_call_tolerance() -> None:
+    assert json_equal([0.1 + 0.2], [0.3], tolerance=1e-9)
+    assert not json_equal([0.1 + 0.2], [0.3])
+
+
+@pytest.mark.parametrize(
+    ("stdout", "expected", "mode", "match"),
+    [
+        ("1 2 \n3\n", "1\n2\n3", "tokens", True),  # CF 1342C: one per line vs space-separated
+        ("1 2 3", "1 2 4", "tokens", False),
+        ("1 2\n", "1 2", "exact", False),
+        ("0.3333333 1", "0.333333333 1", "float", True),
+        ("0.34 1", "0.33 1", "float", False),
+        ("abc 1.0", "abc 1", "float", True),
+    ],
+)
+def test_stdout_comparison(stdout: str, expected: str, mode: str, match: bool) -> None:
+    assert stdout_matches(stdout, StdioTest("", expected, mode=mode, tolerance=1e-6)) is match
+
+
+def test_verdicts_come_from_facts_never_from_the_programs_exit_status_alone() -> None:
+    limits = Limits()
+    call = CallTest("f", expected=3)
+    ok = {"status": "ok", "exited": True, "code": 0}
+    assert outcome(call, {**ok, "value": 3}, limits).verdict == TestVerdict.PASSED
+    assert outcome(call, ok, limits).verdict == TestVerdict.RUNTIME_ERROR  # exit 0 but no value
+    assert outcome(call, {**ok, "value": {"$t": "x"}}, limits).verdict == TestVerdict.WRONG_ANSWER
+    assert outcome(AssertTest("assert f()"), ok, limits).verdict == TestVerdict.RUNTIME_ERROR
+    stdio = StdioTest("", "3")
+    assert outcome(stdio, {**ok, "stdout": "3", "code": 1}, limits).verdict == TestVerdict.RUNTIME_ERROR
+    assert outcome(stdio, {**ok, "stdout": "3", "code": -24}, limits).verdict == TestVerdict.TIMEOUT  # SIGXCPU
+    assert outcome(stdio, {**ok, "exc": "MemoryError", "raised": "x"}, limits).verdict == TestVerdict.MEMORY_LIMIT
+    assert outcome(stdio, {"status": "timeout"}, limits).verdict == TestVerdict.TIMEOUT
+    assert outcome(stdio, {"status": "output_limit"}, limits).verdict == TestVerdict.OUTPUT_LIMIT
+
+
+def test_scores_and_cannot_judge() -> None:
+    passed, failed = TestOutcome(TestVerdict.PASSED), TestOutcome(TestVerdict.WRONG_ANSWER)
+    assert RunResult(RunVerdict.OK, (passed, failed, passed)).score == pytest.approx(2 / 3)
+    assert RunResult(RunVerdict.COMPILE_ERROR).score == 0.0
+    assert RunResult(RunVerdict.NO_CODE).score == 0.0
+    assert RunResult(RunVerdict.SANDBOX_UNAVAILABLE).score is None
+    assert RunResult(RunVerdict.INVALID_TEST).score is None
+
+
+def test_limits_are_capped_at_the_server_maxima() -> None:
+    asked = Limits(wall_s=100, memory_mb=100)
+    assert asked.capped(Limits(wall_s=10, memory_mb=512)) == Limits(wall_s=10, memory_mb=100)
+
+
+@pytest.mark.parametrize(
+    ("test", "problem"),
+    [
+        (AssertTest("assert f(1) == 2"), None),
+        (AssertTest("assert f(1) =="), "does not compile"),
+        (CallTest("not a name"), "not a function name"),
+        (CallTest("f", (object(),)), "not plain data"),
+        (StdioTest("", "", mode="lines"), "unknown stdio mode"),
+    ],
+)
+def test_malformed_tests_are_caught_before_anything_runs(test: AssertTest, problem: str | None) -> None:
+    found = invalid_test(test)
+    assert (found is None) if problem is None else (problem in (found or ""))
+
+
+def test_the_tester_never_binds_program_names_over_builtins_or_real_modules() -> None:
+    conn = Conn(sock=None)
+    names = {
+        "abs": ["function", 0],  # a builtin: never shadowed
+        "math": ["object", 1],  # `math = FakeMath()`: the test gets the real math module
+        "random": ["function", 2],  # `def random(): ...`: a function proxy, which has no attributes to fake
+        "heapq": ["value", 3],
+        "np": ["module", "json"],  # `import json as np`: the real module, by its own name
+        "f": ["function", 4],
+        "Pair": ["object", 5],
+        "LIMIT": ["value", {"$t": [1, 2]}],
+    }
+    ns = bind(names, conn)
+    import heapq
+    import json as real_json
+
+    assert "abs" not in ns
+    assert ns["math"] is math and ns["heapq"] is heapq and ns["np"] is real_json
+    assert type(ns["random"]) is Remote and type(ns["f"]) is Remote and type(ns["Pair"]) is Remote
+    with pytest.raises(AttributeError):
+        ns["random"].seed  # noqa: B018
+    assert ns["LIMIT"] == (1, 2)
+    assert ns["f"] != 3 and ns["f"] != ns["Pair"] and ns["f"] == ns["f"]  # equal to nothing but themselves
+
+
+def test_a_function_proxy_stays_attribute_free_whatever_else_the_program_claims() -> None:
+    """`def math(): ...` with fake attributes, also exported under another name as an object: still no attributes."""
+    ns = bind({"alias": ["object", 0], "isclose": ["function", 0]}, Conn(sock=None))
+    assert ns["isclose"]._fn is True and ns["alias"]._fn is False
