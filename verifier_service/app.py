@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from sandbox import Limits, SandboxConfig, create_executor
 from verifier_service import __version__
 from verifier_service.engine import Engine
 from verifier_service.errors import install_error_handlers
@@ -22,25 +24,47 @@ log = logging.getLogger(__name__)
 MATH_TASK = "verifier_service.scoring.math:verify_math"
 
 
+def sandbox_config(settings: VerifierSettings) -> SandboxConfig:
+    box = settings.sandbox
+    maxima = Limits(
+        wall_s=box.max_wall_s,
+        cpu_s=box.max_wall_s,
+        memory_mb=box.max_memory_mb,
+        max_processes=box.max_processes,
+        max_file_mb=box.max_file_mb,
+        max_output_bytes=box.max_output_bytes,
+    )
+    return SandboxConfig(
+        pool_size=box.pool_size,
+        max_limits=maxima,
+        jobs_per_sandbox=box.jobs_per_sandbox,
+        image=box.image,
+        pool_name=box.pool_name,
+        require_isolation=box.require_isolation,
+    )
+
+
 def create_app(settings: VerifierSettings | None = None) -> FastAPI:
     settings = settings or VerifierSettings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         pool = WorkerPool(settings.math_workers, MATH_TASK)
-        app.state.pool = pool
-        app.state.engine = Engine(settings, pool, app.state.metrics)
-        await pool.start()
-        log.info("verifier ready: %d math workers", settings.math_workers)
+        executor = create_executor(settings.sandbox_backend, sandbox_config(settings))
+        app.state.pool, app.state.executor = pool, executor
+        app.state.engine = Engine(settings, pool, app.state.metrics, executor)
+        await asyncio.gather(pool.start(), executor.start())
+        sandbox = executor.status()
+        log.info("verifier ready: %d math workers, sandbox %s", settings.math_workers, sandbox)
         try:
             yield
         finally:
-            await pool.close()
+            await asyncio.gather(pool.close(), executor.close())
 
     app = FastAPI(
         title="Reward verifier",
         version=__version__,
-        summary="Scores LLM completions (math answers, think format) for RL training.",
+        summary="Scores LLM completions (math answers, code against tests, think format) for RL training.",
         lifespan=lifespan,
     )
     app.state.settings = settings

@@ -13,9 +13,11 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from sandbox import Executor, RunResult, RunVerdict, Submission
 from verifier_service.metrics import Metrics
 from verifier_service.pool import TaskTimeout, WorkerCrashed, WorkerPool
-from verifier_service.schema import ComponentResult, ItemResult, ScoreItem, Verdict
+from verifier_service.schema import CodeSpec, ComponentResult, ItemResult, ScoreItem, Verdict
+from verifier_service.scoring.code import code_component, extract_program, no_code, submission
 from verifier_service.scoring.math import MathResult, MathTask, prepare_math
 from verifier_service.scoring.think_format import score_format
 from verifier_service.settings import VerifierSettings
@@ -59,6 +61,14 @@ class _Batch:
 
     components: list[dict[str, ComponentResult]]
     waiting: dict[MathTask, list[int]] = field(default_factory=dict)
+    programs: dict[str, _Program] = field(default_factory=dict)  # by (program, code spec), deduplicated
+
+
+@dataclass
+class _Program:
+    submission: Submission
+    total: int
+    indexes: list[int] = field(default_factory=list)
 
 
 def _component(result: MathResult) -> ComponentResult:
@@ -78,16 +88,20 @@ def _reward(item: ScoreItem, components: dict[str, ComponentResult]) -> float | 
 
 
 class Engine:
-    def __init__(self, settings: VerifierSettings, pool: WorkerPool, metrics: Metrics) -> None:
+    def __init__(
+        self, settings: VerifierSettings, pool: WorkerPool, metrics: Metrics, executor: Executor | None = None
+    ) -> None:
         self.settings = settings
         self.pool = pool
+        self.executor = executor
         self.metrics = metrics
         self.cache = ResultCache(settings.math_cache_size)
 
     async def score(self, items: list[ScoreItem]) -> list[ItemResult]:
+        deadline = asyncio.get_running_loop().time() + self.settings.batch_timeout_s
         # Extraction is regex work on up to a few MB: off the event loop, so health checks stay answered.
         batch = await asyncio.to_thread(self._prepare, items)
-        await self._run_math(batch)
+        await asyncio.gather(self._run_math(batch, deadline), self._run_code(batch, deadline))
         results = []
         for item, components in zip(items, batch.components, strict=True):
             reward = _reward(item, components)
@@ -122,6 +136,8 @@ class Engine:
                         batch.components[index]["math"] = _component(cached)
                 else:
                     batch.components[index]["math"] = _component(prepared)
+            if item.code is not None:
+                self._prepare_code(batch, index, item.completion, item.code)
             if item.format is not None:
                 fmt = score_format(item.completion, options=item.format)
                 batch.components[index]["format"] = ComponentResult(
@@ -129,13 +145,50 @@ class Engine:
                 )
         return batch
 
-    async def _run_math(self, batch: _Batch) -> None:
+    def _prepare_code(self, batch: _Batch, index: int, completion: str, spec: CodeSpec) -> None:
+        total = len(spec.tests)
+        program = extract_program(completion, spec.think_tag)
+        if program is None:
+            batch.components[index]["code"] = no_code(total, "no program after the reasoning")
+            return
+        key = f"{program}\0{spec.model_dump_json()}"
+        if key not in batch.programs:
+            batch.programs[key] = _Program(submission(program, spec), total)
+        batch.programs[key].indexes.append(index)
+
+    async def _run_code(self, batch: _Batch, deadline: float) -> None:
+        if not batch.programs:
+            return
+        programs = list(batch.programs.values())
+        runs = [asyncio.ensure_future(self._run_program(p.submission)) for p in programs]
+        timeout = max(0.0, deadline - asyncio.get_running_loop().time())
+        done, pending = await asyncio.wait(runs, timeout=timeout)
+        for run in pending:
+            run.cancel()
+        for run, program in zip(runs, programs, strict=True):
+            if run in done:
+                component = code_component(run.result(), program.total)
+            else:
+                late = self._deadline_exceeded()
+                component = ComponentResult(score=None, verdict=late.verdict.value, detail=late.detail)
+            for index in program.indexes:
+                batch.components[index]["code"] = component
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _run_program(self, job: Submission) -> RunResult:
+        if self.executor is None:
+            return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail="this server runs no sandbox")
+        return await self.executor.run(job)
+
+    async def _run_math(self, batch: _Batch, deadline: float) -> None:
         if not batch.waiting:
             return
         self.metrics.math_tasks.inc(len(batch.waiting))
         self.metrics.deduplicated.inc(sum(len(v) for v in batch.waiting.values()) - len(batch.waiting))
         groups = {asyncio.ensure_future(self._run_group(group)): group for group in _groups(batch.waiting)}
-        done, pending = await asyncio.wait(groups, timeout=self.settings.batch_timeout_s)
+        timeout = max(0.0, deadline - asyncio.get_running_loop().time())
+        done, pending = await asyncio.wait(groups, timeout=timeout)
         for future in pending:
             future.cancel()
         for future, group in groups.items():

@@ -57,8 +57,6 @@ def check_limits(request: ScoreRequest, settings: VerifierSettings) -> None:
                 f"items.{index}.completion has {len(item.completion)} characters; the limit is "
                 f"{settings.max_completion_chars} (VERIFIER_MAX_COMPLETION_CHARS)",
             )
-        if item.code is not None:
-            raise HTTPException(422, f"items.{index}: code scoring is not enabled on this server")
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (401, 413, 422)}
@@ -83,12 +81,18 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 async def readyz(request: Request, metrics: MetricsDep) -> JSONResponse:
-    """Ready when every math worker is up; 503 otherwise."""
+    """Ready when every math worker is up and the sandbox can run code; 503 otherwise."""
     pool = getattr(request.app.state, "pool", None)
+    executor = getattr(request.app.state, "executor", None)
     pids = pool.pids() if pool is not None else []
     metrics.workers_alive.set(len(pids))
-    ready = pool is not None and pool.ready
-    body = {"status": "ready" if ready else "starting", "math_workers": {"alive": len(pids), "pids": pids}}
+    sandbox = executor.status() if executor is not None else {"ready": False}
+    ready = pool is not None and pool.ready and bool(sandbox.get("ready"))
+    body = {
+        "status": "ready" if ready else "starting",
+        "math_workers": {"alive": len(pids), "pids": pids},
+        "sandbox": sandbox,
+    }
     return JSONResponse(body, status_code=200 if ready else 503)
 
 

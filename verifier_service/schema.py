@@ -38,6 +38,13 @@ class Verdict(StrEnum):
     TIMEOUT = "timeout"
     ANSWER_TOO_LONG = "answer_too_long"
     GOLD_UNPARSEABLE = "gold_unparseable"  # cannot judge
+    # code (per-test verdicts are in `tests`)
+    PASSED = "passed"  # every test passed
+    FAILED = "failed"  # some test did not pass; score is the pass fraction
+    NO_CODE = "no_code"
+    COMPILE_ERROR = "compile_error"
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"  # cannot judge
+    INVALID_TEST = "invalid_test"  # cannot judge: the test itself is broken
     # format
     MISSING_OPEN_TAG = "missing_open_tag"
     MISSING_CLOSE_TAG = "missing_close_tag"
@@ -100,17 +107,27 @@ class FormatOptions(_Strict):
 
 
 class StdioTest(_Strict):
+    """stdin -> expected stdout; compared as whitespace-separated tokens unless `compare` says otherwise."""
+
     type: Literal["stdio"] = "stdio"
     stdin: str = ""
     stdout: str
+    compare: Literal["tokens", "exact", "float"] = Field(
+        "tokens",
+        description="tokens: whitespace-separated; exact: byte for byte; float: tokens, numbers within tolerance",
+    )
+    tolerance: float = Field(1e-6, ge=0, le=1)
 
 
 class CallTest(_Strict):
+    """`fn(*args, **kwargs)` must return `expected`; the value is made plain JSON in the sandbox, compared outside."""
+
     type: Literal["call"] = "call"
-    fn: str
+    fn: str = Field(..., pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=200)
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     expected: Any = None
+    tolerance: float = Field(0.0, ge=0, le=1, description="0: numbers compare exactly (240.0 == 240)")
 
 
 class AssertTest(_Strict):
@@ -122,10 +139,17 @@ CodeTest = Annotated[StdioTest | CallTest | AssertTest, Field(discriminator="typ
 
 
 class CodeSpec(_Strict):
+    """Tests for the program in the completion's last fenced code block. Limits are per test, capped by the server."""
+
     language: Literal["python"] = "python"
-    tests: list[CodeTest] = Field(..., min_length=1)
-    timeout_s: float = Field(5.0, gt=0, le=60)
+    tests: list[CodeTest] = Field(..., min_length=1, max_length=1000)
+    timeout_s: float = Field(5.0, gt=0, le=60, description="wall-clock limit per test")
     memory_mb: int = Field(512, ge=16, le=8192)
+    cpu_s: float | None = Field(None, gt=0, le=60, description="default: timeout_s")
+    max_processes: int | None = Field(None, ge=1, le=1024)
+    max_output_bytes: int | None = Field(None, ge=1024, le=256 * 1024 * 1024)
+    max_file_mb: int | None = Field(None, ge=1, le=1024)
+    think_tag: str = Field("think", pattern=r"^[A-Za-z][\w-]{0,31}$")
 
 
 class ScoreItem(_Strict):

@@ -9,12 +9,27 @@ from __future__ import annotations
 import os
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 def _default_workers() -> int:
     return max(1, os.cpu_count() or 1)
+
+
+class SandboxSettings(BaseModel):
+    """`VERIFIER_SANDBOX__*`: the code sandbox. Requests choose limits per test, capped by the maxima here."""
+
+    pool_size: int = Field(default_factory=_default_workers, ge=1, le=256, description="Programs run at once.")
+    image: str = "verifier-sandbox:latest"
+    pool_name: str = Field("default", pattern=r"^[\w.-]{1,64}$", description="Docker label; distinct per service.")
+    jobs_per_sandbox: int = Field(1000, ge=1, description="A sandbox is replaced after this many submissions.")
+    require_isolation: bool = Field(False, description="local: refuse to start without bubblewrap.")
+    max_wall_s: float = Field(60.0, gt=0, le=600)
+    max_memory_mb: int = Field(4096, ge=16)
+    max_processes: int = Field(256, ge=1)
+    max_output_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    max_file_mb: int = Field(256, ge=1)
 
 
 class VerifierSettings(BaseSettings):
@@ -38,7 +53,10 @@ class VerifierSettings(BaseSettings):
     max_answer_chars: int = Field(2_000, ge=1, description="Longer extracted answers are scored wrong.")
     answer_window_chars: int = Field(20_000, ge=100, description="The answer is searched in this many final chars.")
 
-    sandbox_backend: Literal["local", "docker"] = "local"
+    sandbox_backend: Literal["local", "docker"] = Field(
+        "local", description="Where model-written code runs: bubblewrap/rlimits on this host, or Docker containers."
+    )
+    sandbox: SandboxSettings = Field(default_factory=lambda: SandboxSettings())
 
     @model_validator(mode="after")
     def _check_deadlines(self) -> VerifierSettings:

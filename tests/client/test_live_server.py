@@ -90,14 +90,19 @@ async def call_and_close(reward: AsyncVerifierReward, columns: dict[str, Any]) -
         await reward.aclose()  # on the loop that opened its connections
 
 
-def test_code_is_refused_by_this_server_and_the_reward_raises(server: Server) -> None:
-    item = ScoreItem(completion="print(1)", code=CodeSpec(tests=[StdioTest(stdout="1")]))
-    with VerifierClient(server.url) as client, pytest.raises(VerifierRequestError) as refused:
-        client.score([item])
-    assert refused.value.status_code == 422 and "code scoring is not enabled" in str(refused.value)
+def test_code_round_trip(server: Server) -> None:
+    program = "```python\ndef add(a, b):\n    return a + b\n```"
+    item = ScoreItem(completion=program, code=CodeSpec(tests=[StdioTest(stdin="", stdout="")]))
+    with VerifierClient(server.url) as client:
+        [result] = client.score([item])
+    assert result.components["code"].verdict == "passed" and result.reward == 1.0
     reward = VerifierReward("code", base_url=server.url)
-    with pytest.raises(VerifierRequestError, match="code scoring is not enabled"):
-        reward(prompts=["q"], completions=["print(1)"], tests=[[{"type": "stdio", "stdout": "1"}]])
+    tests = [
+        {"type": "call", "fn": "add", "args": [1, 2], "expected": 3},
+        {"type": "assert", "code": "assert add(2, 2) == 5"},
+    ]
+    wrong = "<think>hm</think>```python\ndef add(a, b):\n    return a - b\n```"
+    assert reward(prompts=["q", "q"], completions=[program, wrong], tests=[tests, tests]) == [0.5, 0.0]
     reward.close()
 
 

@@ -138,12 +138,26 @@ def test_invalid_requests_get_a_readable_422(server: Server, body: bytes, needle
     assert "Traceback" not in response.text
 
 
-def test_code_items_are_refused_until_code_scoring_lands(server: Server) -> None:
-    code = {"tests": [{"type": "assert", "code": "assert f() == 1"}]}
-    response = score(server, [{"completion": "def f(): return 1", "code": code}])
-    assert response.status_code == 422
-    assert "code scoring is not enabled" in response.json()["detail"]
-    assert "def f()" not in response.text  # submitted code is never echoed
+def test_code_is_run_and_scored_per_test(server: Server) -> None:
+    solution = "<think>add them</think>Here:\n```python\ndef add(a, b):\n    return a + b\n```\n"
+    tests = [
+        {"type": "call", "fn": "add", "args": [1, 2], "expected": 3},
+        {"type": "assert", "code": "assert add(2, 2) == 5"},
+        {"type": "stdio", "stdin": "", "stdout": ""},
+    ]
+    [item, missing] = results(
+        server,
+        [
+            {"completion": solution, "code": {"tests": tests}, "format": {}},
+            {"completion": "<think>I give up", "code": {"tests": tests}},
+        ],
+    )
+    code = item["components"]["code"]
+    assert (code["score"], code["verdict"], code["passed"], code["total"]) == (2 / 3, "failed", 2, 3)
+    assert [t["verdict"] for t in code["tests"]] == ["passed", "wrong_answer", "passed"]
+    assert item["reward"] == 2 / 3 + 1.0
+    assert missing["components"]["code"]["verdict"] == "no_code" and missing["reward"] == 0.0
+    assert "def add" not in json.dumps(item)  # submitted code is never echoed
 
 
 def test_oversize_batch_is_413(server: Server) -> None:

@@ -1,0 +1,82 @@
+"""Code answers: find the program in a completion, turn the request's tests into a sandbox submission, and the
+sandbox's result into a component. Pure functions; the engine runs the submission through the executor.
+"""
+
+from __future__ import annotations
+
+import re
+
+from sandbox import AssertTest, CallTest, Limits, RunResult, RunVerdict, StdioTest, Submission, Test
+from verifier_service.schema import AssertTest as AssertTestSpec  # the request's test models, named apart
+from verifier_service.schema import CallTest as CallTestSpec  # from the sandbox's classes of the same names
+from verifier_service.schema import CodeSpec, ComponentResult, TestVerdict, Verdict
+from verifier_service.schema import StdioTest as StdioSpec
+from verifier_service.scoring.extract import final_answer_region
+
+# A fenced block: ``` or ~~~, an optional language word, the code, the same fence closing it.
+_FENCE = re.compile(
+    r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<code>.*?)^[ \t]*(?P=fence)[ \t]*$", re.M | re.S
+)
+_PYTHON_LANGS = {"", "python", "py", "python3", "py3"}
+
+_RUN_VERDICTS = {
+    RunVerdict.COMPILE_ERROR: Verdict.COMPILE_ERROR,
+    RunVerdict.NO_CODE: Verdict.NO_CODE,
+    RunVerdict.SANDBOX_UNAVAILABLE: Verdict.SANDBOX_UNAVAILABLE,
+    RunVerdict.INVALID_TEST: Verdict.INVALID_TEST,
+}
+
+
+def extract_program(completion: str, think_tag: str = "think") -> str | None:
+    """The last fenced Python block after the reasoning, else the whole answer; None when there is none.
+
+    >>> extract_program("<think>```python\\nx = 1\\n```</think>Here:\\n```python\\nprint(2)\\n```\\nDone.")
+    'print(2)\\n'
+    """
+    region = final_answer_region(completion, think_tag)
+    if region is None:
+        return None
+    blocks = [m for m in _FENCE.finditer(region) if m["lang"].lower() in _PYTHON_LANGS]
+    program = blocks[-1]["code"] if blocks else region
+    return program if program.strip() else None
+
+
+def _test(spec: StdioSpec | CallTestSpec | AssertTestSpec) -> Test:
+    if isinstance(spec, StdioSpec):
+        return StdioTest(stdin=spec.stdin, stdout=spec.stdout, mode=spec.compare, tolerance=spec.tolerance)
+    if isinstance(spec, AssertTestSpec):
+        return AssertTest(code=spec.code)
+    return CallTest(fn=spec.fn, args=tuple(spec.args), kwargs=dict(spec.kwargs), expected=spec.expected,
+                    tolerance=spec.tolerance)  # fmt: skip
+
+
+def submission(program: str, spec: CodeSpec) -> Submission:
+    """The sandbox job for a program and the request's code spec (the executor caps limits at server maxima)."""
+    defaults = Limits()
+    limits = Limits(
+        wall_s=spec.timeout_s,
+        cpu_s=spec.cpu_s or spec.timeout_s,
+        memory_mb=spec.memory_mb,
+        max_processes=spec.max_processes or defaults.max_processes,
+        max_file_mb=spec.max_file_mb or defaults.max_file_mb,
+        max_output_bytes=spec.max_output_bytes or defaults.max_output_bytes,
+    )
+    return Submission(program=program, tests=tuple(_test(t) for t in spec.tests), limits=limits)
+
+
+def code_component(result: RunResult, total: int) -> ComponentResult:
+    """Score = passed / total; compile errors and missing code score 0; an unjudgeable run is null."""
+    score = result.score
+    if result.verdict == RunVerdict.OK:
+        verdict = Verdict.PASSED if result.passed == len(result.tests) else Verdict.FAILED
+    else:
+        verdict = _RUN_VERDICTS[result.verdict]
+    tests = [TestVerdict(verdict=t.verdict.value, detail=t.detail) for t in result.tests] or None
+    passed = result.passed if score is not None else None
+    return ComponentResult(
+        score=score, verdict=verdict.value, detail=result.detail, passed=passed, total=total, tests=tests
+    )
+
+
+def no_code(total: int, detail: str) -> ComponentResult:
+    return ComponentResult(score=0.0, verdict=Verdict.NO_CODE.value, detail=detail, passed=0, total=total)
