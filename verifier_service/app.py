@@ -6,8 +6,10 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 
 from sandbox import Limits, SandboxConfig, create_executor
 from verifier_service import __version__
@@ -17,6 +19,7 @@ from verifier_service.limits import BodySizeLimit
 from verifier_service.metrics import Metrics
 from verifier_service.pool import WorkerPool
 from verifier_service.routes import router
+from verifier_service.schema import ScoreRequest
 from verifier_service.settings import VerifierSettings
 
 log = logging.getLogger(__name__)
@@ -72,4 +75,17 @@ def create_app(settings: VerifierSettings | None = None) -> FastAPI:
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     install_error_handlers(app)
     app.include_router(router)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document, plus the request schema that /v1/score reads itself (see routes.read_score_request)."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        request = ScoreRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+        components.update(request.pop("$defs", {}))
+        components["ScoreRequest"] = request
+        app.openapi_schema = schema
+    return app.openapi_schema

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter as Tally
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from verifier_service.schema import ItemResult
@@ -28,7 +30,9 @@ class Metrics:
         self.workers_alive = Gauge("verifier_workers_alive", "Math worker processes alive", registry=r)
 
     def observe_results(self, results: list[ItemResult]) -> None:
-        for result in results:
-            self.items.labels(status=result.status).inc()
-            for name, component in result.components.items():
-                self.verdicts.labels(component=name, verdict=component.verdict).inc()
+        statuses = Tally(result.status for result in results)
+        verdicts = Tally((name, c.verdict) for result in results for name, c in result.components.items())
+        for status, count in statuses.items():
+            self.items.labels(status=status).inc(count)
+        for (name, verdict), count in verdicts.items():
+            self.verdicts.labels(component=name, verdict=verdict).inc(count)

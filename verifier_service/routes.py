@@ -7,8 +7,10 @@ import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import ValidationError
 
 from verifier_service.engine import Engine
 from verifier_service.metrics import Metrics
@@ -62,15 +64,39 @@ def check_limits(request: ScoreRequest, settings: VerifierSettings) -> None:
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (401, 413, 422)}
 
 
-@router.post("/v1/score", dependencies=[Depends(require_api_key)], responses=ERRORS)
-async def score(body: ScoreRequest, engine: EngineDep, settings: SettingsDep, metrics: MetricsDep) -> ScoreResponse:
+# The body is parsed and validated in one pass by pydantic's JSON parser (several times faster on big batches
+# than FastAPI's json.loads-then-validate); the schema is still published in the OpenAPI document.
+_REQUEST_BODY = {
+    "required": True,
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ScoreRequest"}}},
+}
+
+
+async def read_score_request(request: Request) -> ScoreRequest:
+    try:
+        return ScoreRequest.model_validate_json(await request.body())
+    except ValidationError as exc:
+        raise RequestValidationError(exc.errors(include_input=False, include_url=False)) from None
+
+
+ScoreRequestDep = Annotated[ScoreRequest, Depends(read_score_request)]
+
+
+@router.post(
+    "/v1/score",
+    dependencies=[Depends(require_api_key)],
+    responses=ERRORS,
+    response_model=ScoreResponse,
+    openapi_extra={"requestBody": _REQUEST_BODY},
+)
+async def score(body: ScoreRequestDep, engine: EngineDep, settings: SettingsDep, metrics: MetricsDep) -> Response:
     """Score a batch of completions; one result per item, in order, each item's `id` echoed."""
     check_limits(body, settings)
     started = time.perf_counter()
     results = await engine.score(body.items)
     metrics.batch_seconds.observe(time.perf_counter() - started)
     metrics.requests.labels(status="ok").inc()
-    return ScoreResponse(results=results)
+    return Response(ScoreResponse(results=results).model_dump_json(), media_type="application/json")
 
 
 @router.get("/healthz")

@@ -105,18 +105,35 @@ def test_unclosed_reasoning_says_so() -> None:
         ("\\boxed{1000.0}", "1000"),
         ("#### 71", "72"),
         ("so $12$.", "12.5"),
+        ("The answer is $576.", "576"),
+        ("\\boxed{\\$58}", "58"),
+        ("**Answer: $82**.", "82"),
+        ("#### 7.50", "7.5"),
+        ("#### 7.4", "7.5"),
+        ("The answer is 3/4.", "0.75"),
+        ("\\boxed{\\frac{6}{8}}", "\\frac34"),
+        ("\\boxed{\\frac{5}{8}}", "\\frac34"),
+        ("The answer is 2.000001", "2"),
     ],
 )
 def test_plain_numbers_need_no_worker(completion: str, gold: str) -> None:
     """The fast path settles plain-number pairs in the service process, and agrees with math-verify."""
     prepared = prepare_math(completion, gold, MathOptions())
-    if gold == "12.5":  # integral vs non-integral: left to math-verify's rounding rules
+    if gold == "12.5" or completion.endswith("2.000001"):  # close decimals: math-verify's rounding decides
         assert isinstance(prepared, MathTask)
         return
     assert isinstance(prepared, MathResult)
     from math_verify import parse, verify
 
-    assert (prepared.score == 1.0) == verify(parse(gold), parse(completion))
+    gold_parsed = parse(f"${gold}$" if "\\" in gold else gold)
+    assert (prepared.score == 1.0) == verify(gold_parsed, parse(completion)), (completion, gold)
+
+
+def test_an_answer_without_numbers_needs_no_worker() -> None:
+    prepared = prepare_math("<think>hmm</think>I am not sure, maybe seven.", "7", MathOptions())
+    assert isinstance(prepared, MathResult) and prepared.verdict == Verdict.NO_ANSWER
+    # LaTeX can denote a number without digits: that goes to math-verify
+    assert isinstance(prepare_math("$e^{i\\pi}$", "-1", MathOptions()), MathTask)
 
 
 def test_custom_think_tag() -> None:

@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 _DELIMITED = re.compile(r"\$|\\\(|\\\[|\\boxed|\\fbox")
 _LATEX_LOOKING = re.compile(r"\\|\^|_|\{|, ")  # `, ` separates a list; `1,22` is a decimal comma
 _MAX_NESTING = 40
+_EMPTY = re.compile(r"^(?:\s|\$|,|\\boxed\s*\{\s*\})*$")  # nothing, or only empty boxes
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def prepare_math(
     use_boxed = "latex" in options.extraction and options.boxed_priority >= 0
     candidate = extract_candidate(region, use_boxed=use_boxed, language=options.language)
     answer = numbers.rewrite(candidate.text, latex=candidate.source == "boxed")
-    if not answer.strip():
+    if _EMPTY.match(answer):
         return MathResult(0.0, Verdict.NO_ANSWER, detail="no answer after the reasoning")
     if len(answer) > max_answer:
         return MathResult(0.0, Verdict.ANSWER_TOO_LONG, detail=f"the answer is longer than {max_answer} characters")
@@ -82,12 +83,16 @@ def _compare_plain(gold: str, answer: str, options: MathOptions) -> MathResult |
     if "expr" not in targets:
         return None
     gold_value = numbers.plain_number(_gold_text(gold))
-    answer_value = numbers.plain_number(answer) if gold_value is not None else None
-    if gold_value is None or answer_value is None:
+    if gold_value is None:
+        return None
+    if "string" not in options.extraction and numbers.has_no_number(answer):
+        return MathResult(0.0, Verdict.NO_ANSWER, detail="the answer holds no number")
+    answer_value = numbers.plain_number(answer)
+    if answer_value is None:
         return None
     if (gold_value.latex or answer_value.latex) and "latex" not in targets:
         return None
-    same = numbers.compare_plain(gold_value, answer_value)
+    same = numbers.compare_plain(gold_value, answer_value, options.float_rounding)
     if same is None:
         return None
     return _verdict(same, answer_value.text)

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
+from functools import lru_cache
 
 # math-verify's own number grammar (parser.py, lazy_expr_regex), anchored to the whole string.
 _NUMBER = re.compile(
@@ -23,13 +24,15 @@ _NUMBER = re.compile(
 _WRAPPERS = re.compile(
     r"^(?:\\boxed\{(?P<boxed>.*)\}|\$\$(?P<dd>.*)\$\$|\$(?P<d>[^$\n]*)\$|\*\*(?P<bold>[^*]*)\*\*)$", re.S
 )
+_CURRENCY = re.compile(r"^(?:\\\$|\$(?=\s*\d[^$]*$)|[€£¥₹])\s*")  # `\$58`, `$576` (a lone dollar sign), `€5`
+_NUMBERLESS = re.compile(r"^[^\d$\\]*$")
 # An integer fraction: `\frac{3}{4}`, `\dfrac{-3}{4}`, `-\tfrac34`, `3/4`.
 _FRACTION = re.compile(
     r"^(?P<sign>[-+]?)\s*(?:(?P<latex>\\[dt]?frac)\s*(?:\{\s*(?P<n1>-?\d+)\s*\}|(?P<n2>\d))\s*(?:\{\s*(?P<d1>\d+)\s*\}|(?P<d2>\d))"
     r"|(?P<n3>-?\d+)\s*/\s*(?P<d3>\d+))$"
 )
-_TRAILING = re.compile(r"[\s.,;:!]+$")
-_LEADING = re.compile(r"^(?:(?i:(?:the\s+)?(?:final\s+)?answer(?:\s+is)?\s*:?)|=|\s)+")
+_TRAILING = re.compile(r"[\s.,;:!*]+$")
+_LEADING = re.compile(r"^(?:(?i:(?:the\s+)?(?:final\s+)?answer(?:\s+is)?\s*:?)|=|\s|\*\*)+")
 
 # `4 4/9` is 40/9; `1 000 4/9` is 9004/9. Not inside a longer number or fraction.
 MIXED_NUMBER = re.compile(
@@ -79,6 +82,7 @@ class PlainNumber:
     text: str  # as written, without wrappers
 
 
+@lru_cache(maxsize=8192)  # golds repeat for every completion of a prompt, answers within a group
 def plain_number(text: str) -> PlainNumber | None:
     """The value of text when it is exactly one plain number or integer fraction (possibly wrapped), else None.
 
@@ -87,12 +91,7 @@ def plain_number(text: str) -> PlainNumber | None:
     >>> plain_number("x = 3") is None
     True
     """
-    s = _LEADING.sub("", _TRAILING.sub("", text.strip()))
-    for _ in range(3):
-        m = _WRAPPERS.match(s)
-        if m is None:
-            break
-        s = _TRAILING.sub("", next(g for g in m.groups() if g is not None).strip())
+    s = _unwrap(text)
     if (frac := _FRACTION.match(s)) is not None:
         num, den = int(frac["n1"] or frac["n2"] or frac["n3"]), int(frac["d1"] or frac["d2"] or frac["d3"])
         if den == 0:
@@ -114,12 +113,31 @@ def plain_number(text: str) -> PlainNumber | None:
         return None
 
 
-def compare_plain(gold: PlainNumber, answer: PlainNumber) -> bool | None:
+def _unwrap(text: str) -> str:
+    """Strip answer words, wrappers (`$..$`, `\\boxed{}`, `**..**`), trailing punctuation and a currency sign."""
+    s = text.strip()
+    for _ in range(4):
+        s = _CURRENCY.sub("", _LEADING.sub("", _TRAILING.sub("", s)))
+        m = _WRAPPERS.match(s)
+        if m is None:
+            break
+        s = next(g for g in m.groups() if g is not None).strip()
+    return s
+
+
+def has_no_number(text: str) -> bool:
+    """No digit, and no LaTeX (`$e^{i\\pi}$` is -1): nothing math-verify's number and LaTeX targets could read."""
+    return _NUMBERLESS.match(text) is not None
+
+
+def compare_plain(gold: PlainNumber, answer: PlainNumber, float_rounding: int = 6) -> bool | None:
     """True/False when exact arithmetic settles it as math-verify would; None to defer to sympy."""
     if gold.value == answer.value:
         return True
     if not (gold.decimal or answer.decimal):
         return False  # integers and integer fractions: math-verify compares them exactly
-    if gold.value.denominator == 1 and answer.value.denominator == 1:
-        return False  # integral floats (`1000.0`): rounding cannot make different integers equal
+    # math-verify rounds both to `float_rounding` places; each moves by at most half a unit in the last place,
+    # so values two units apart stay apart. Closer ones are left to its own rounding.
+    if abs(gold.value - answer.value) >= Fraction(2, 10**float_rounding):
+        return False
     return None
