@@ -9,9 +9,9 @@ from tests.conftest import ROOT, Server
 
 def test_readme_python_example(server: Server) -> None:
     readme = (ROOT / "README.md").read_text()
-    example = re.search(r"```python\n(.*?)```", readme, re.S)
-    assert example is not None
-    code = example.group(1).replace("http://127.0.0.1:8088", server.url)
+    examples = [block for block in re.findall(r"```python\n(.*?)```", readme, re.S) if "httpx.post" in block]
+    assert len(examples) == 1
+    code = examples[0].replace("http://127.0.0.1:8088", server.url)
     namespace: dict[str, object] = {}
     exec(compile(code, "README.md", "exec"), namespace)
     assert namespace["rewards"] == [2.0, 1.0]
