@@ -40,6 +40,8 @@ def running_server(tmp_path: Path, port: int | None = None, **settings: object) 
     port = port or free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
     env |= {"VERIFIER_HOST": "127.0.0.1", "VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning"}
+    # Servers alive at once must not share sandbox uids (per-uid process limits would couple them).
+    env |= {"VERIFIER_SANDBOX__UID_BASE": str(100_000 + (port % 10_000) * 32)}
     env |= {f"VERIFIER_{k.upper()}": str(v) for k, v in settings.items()}
     log = tmp_path / f"server-{port}.log"
     with log.open("wb") as out:

@@ -43,6 +43,7 @@ def sandbox_config(settings: VerifierSettings) -> SandboxConfig:
         jobs_per_sandbox=box.jobs_per_sandbox,
         image=box.image,
         pool_name=box.pool_name,
+        uid_base=box.uid_base,
         require_isolation=box.require_isolation,
     )
 

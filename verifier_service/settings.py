@@ -24,6 +24,9 @@ class SandboxSettings(BaseModel):
     image: str = "verifier-sandbox:latest"
     pool_name: str = Field("default", pattern=r"^[\w.-]{1,64}$", description="Docker label; distinct per service.")
     jobs_per_sandbox: int = Field(1000, ge=1, description="A sandbox is replaced after this many submissions.")
+    uid_base: int = Field(
+        10001, ge=1000, le=2**31 - 1024, description="Sandbox i runs as uid_base + i; distinct per service on a host."
+    )
     require_isolation: bool = Field(False, description="local: refuse to start without bubblewrap.")
     max_wall_s: float = Field(60.0, gt=0, le=600)
     max_memory_mb: int = Field(4096, ge=16)

