@@ -3,10 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-SRC := $(wildcard verifier_service sandbox trainer_client tests bench)
+SRC := $(wildcard verifier_service sandbox trainer_client tests bench deploy)
 
 
-.PHONY: system-deps install format lint typecheck test run bench all clean
+.PHONY: system-deps install format lint typecheck test run bench all clean integration down
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,3 +52,19 @@ all: format lint typecheck test
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# The compose deployment's end-to-end test alone (it also runs in `make test`): builds the images, starts the
+# project, scores, breaks things, tears down. Needs a Docker engine; skips without one.
+integration: install
+	$(BIN)/python -m pytest tests/integration
+
+# `docker compose down`, then the sandbox containers that a killed verifier left behind: the service removes its
+# own at shutdown and startup, but a SIGKILLed one cannot, and they are not compose's to remove. Sandboxes carry
+# the label verifier.sandbox.pool=<project>-verifier-<replica> (deploy/entrypoint.py).
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
+COMPOSE_PROJECT ?= $(or $(COMPOSE_PROJECT_NAME),$(shell sed -n 's/^COMPOSE_PROJECT_NAME=//p' .env 2>/dev/null | tail -n 1),$(shell basename "$(CURDIR)" | tr A-Z a-z | tr -cd 'a-z0-9_-'))
+down:
+	$(COMPOSE) -p $(COMPOSE_PROJECT) down --remove-orphans
+	@docker ps -a --filter label=verifier.sandbox.pool --format '{{.ID}} {{.Label "verifier.sandbox.pool"}}' \
+	  | awk -v pool='^$(COMPOSE_PROJECT)-verifier-[0-9]+$$' '$$2 ~ pool { print $$1 }' \
+	  | xargs -r sh -c 'echo "removing $$# sandbox containers left by a killed verifier"; docker rm -f "$$@" >/dev/null' sh

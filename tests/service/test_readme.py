@@ -22,6 +22,6 @@ def test_readme_starts_with_the_two_commands() -> None:
     first_block = re.search(r"```bash\n(.*?)```", readme, re.S)
     assert first_block is not None
     commands = [line.split("#")[0].strip() for line in first_block.group(1).splitlines() if line.strip()]
-    assert commands == ["make run", "make test"]
+    assert commands == ["docker compose up --build", "make test"]
     ci = (ROOT / ".ci" / "run").read_text()
     assert "make test" in ci
