@@ -10,8 +10,9 @@ import asyncio
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from sandbox import Executor, RunResult, RunVerdict, Submission
 from verifier_service.metrics import Metrics
@@ -161,10 +162,7 @@ class Engine:
             return
         programs = list(batch.programs.values())
         runs = [asyncio.ensure_future(self._run_program(p.submission)) for p in programs]
-        timeout = max(0.0, deadline - asyncio.get_running_loop().time())
-        done, pending = await asyncio.wait(runs, timeout=timeout)
-        for run in pending:
-            run.cancel()
+        done = await _finished_by(runs, deadline)
         for run, program in zip(runs, programs, strict=True):
             if run in done:
                 component = code_component(run.result(), program.total)
@@ -173,8 +171,6 @@ class Engine:
                 component = ComponentResult(score=None, verdict=late.verdict.value, detail=late.detail)
             for index in program.indexes:
                 batch.components[index]["code"] = component
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
 
     async def _run_program(self, job: Submission) -> RunResult:
         if self.executor is None:
@@ -187,10 +183,7 @@ class Engine:
         self.metrics.math_tasks.inc(len(batch.waiting))
         self.metrics.deduplicated.inc(sum(len(v) for v in batch.waiting.values()) - len(batch.waiting))
         groups = {asyncio.ensure_future(self._run_group(group)): group for group in _groups(batch.waiting)}
-        timeout = max(0.0, deadline - asyncio.get_running_loop().time())
-        done, pending = await asyncio.wait(groups, timeout=timeout)
-        for future in pending:
-            future.cancel()
+        done = await _finished_by(groups, deadline)
         for future, group in groups.items():
             if future not in done:
                 results = [self._deadline_exceeded()] * len(group)
@@ -201,8 +194,6 @@ class Engine:
                 results = future.result()
             for task, result in zip(group, results, strict=True):
                 self._fan_out(batch, task, result, batch.waiting[task])
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
 
     def _deadline_exceeded(self) -> MathResult:
         detail = f"the batch did not finish within {self.settings.batch_timeout_s}s"
@@ -230,6 +221,17 @@ class Engine:
             return MathResult(None, Verdict.WORKER_CRASHED, detail="the worker scoring this item died")
         log.error("math task failed: %s", outcome)
         return MathResult(None, Verdict.INTERNAL_ERROR, detail="the verifier failed on this item")
+
+
+async def _finished_by(futures: Collection[asyncio.Future[Any]], deadline: float) -> set[asyncio.Future[Any]]:
+    """Wait until the loop time `deadline`; cancel what is still running (and let it clean up: a cancelled
+    task retires its worker or sandbox) and return what finished."""
+    timeout = max(0.0, deadline - asyncio.get_running_loop().time())
+    done, pending = await asyncio.wait(futures, timeout=timeout)
+    for future in pending:
+        future.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    return done
 
 
 def _groups(tasks: Iterable[MathTask], size: int = GROUP_SIZE) -> list[list[MathTask]]:
