@@ -5,18 +5,21 @@ and the host imports it as `sandbox.runner` for the value encoding (importing it
 
 Processes inside one sandbox instance (THREAT-MODEL.md in this folder says what each one stops):
   S  supervisor (`--serve`): reads jobs as JSON lines on stdin, answers on stdout, enforces wall time and output caps,
-     and after each test kills every other process but Z and wipes every writable place. Non-dumpable, so nothing of
+     and after each test kills every other process but Z and wipes every writable place (finishing that while the
+     host reads the test's facts, which are final once every process has a SIGKILL pending). Non-dumpable, so nothing of
      its uid can ptrace it, read its memory or open its fds through /proc; PID 1 of the sandbox's PID namespace where
      there is one, so nothing inside can signal it either.
   Z  zygote: forked by S before the first job, so its memory holds no program, test or expected value; each test
      process is a fork of Z (no interpreter start, no earlier submission in memory). Child subreaper: whatever a
-     test starts stays below it, however it daemonises. Reports the exit status of the processes it forks.
+     test starts stays below it, however it daemonises. Reports the exit status of the processes it forks. Forks
+     the next test's processes as soon as the last test is cleaned up, ahead of the next job.
   C  candidate, one per test: rlimits, a new session, a fresh scratch dir, a clean environment, then the program.
      It reports data, never a verdict: stdout, or values encoded as plain JSON types by exact type.
   T  tester, one per `assert` test: runs the test code with the program's names bound to proxies that call into C.
      The asserts run in T's own address space: C can stop or kill T, never change what it computes or reports.
 Host <-> S: {"job", "program", "tests": [{"kind": "stdio"|"call"|"assert", ...}], "limits"} in; per test
-{"job", "i", "facts"}, then {"job", "done"} (or {"job", "compile_error"}) out; {"fatal"} before S gives up.
+{"job", "i", "facts"} (or {"job", "compile_error"}), then {"job", "done"} out; {"job", "fatal"} before S gives up
+(after "done" when the clean-up after a job's last test fails: the host then finds S gone at its next job).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import base64
 import builtins
 import contextlib
 import ctypes
+import fcntl
 import gc
 import importlib
 import json
@@ -252,15 +256,23 @@ def parent_of(pid):
 OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")  # cgroup v2, v1
 
 
-def oom_kills():
-    """How many processes the kernel's OOM killer has killed in this container's cgroup (0 without one)."""
-    for path in OOM_COUNTERS:
+class OomKills:
+    """How many processes the kernel's OOM killer has killed in this container's cgroup (0 without one). The
+    counter file stays open: reading it again is much cheaper than opening it, twice per test."""
+
+    def __init__(self):
+        self.fd = None
+        for path in OOM_COUNTERS:
+            with contextlib.suppress(OSError):
+                self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                break
+
+    def __call__(self):
         try:
-            with open(path) as f:
-                return sum(int(line.split()[1]) for line in f if line.startswith("oom_kill "))
+            data = os.pread(self.fd, 4096, 0) if self.fd is not None else b""
+            return sum(int(line.split()[1]) for line in data.splitlines() if line.startswith(b"oom_kill "))
         except (OSError, ValueError, IndexError):
-            continue
-    return 0
+            return 0
 
 
 def children_of(pid):
@@ -276,8 +288,6 @@ def children_of(pid):
 
 def place_fds(fds):
     """Make `fds` (target -> source) the process's only open descriptors."""
-    import fcntl
-
     high = {target: fcntl.fcntl(src, fcntl.F_DUPFD, 64) for target, src in fds.items()}
     for target, src in high.items():
         os.dup2(src, target)
@@ -338,25 +348,26 @@ def drop_privileges(opts):
 
 def candidate_main(opts):
     sock = socket.socket(fileno=3)
-    job = recv_frame(sock)
-    if job is None:
-        return
+    # What needs no job is done before it comes: C is forked ahead of its test, while S waits for the next job.
     os.setsid()
     drop_privileges(opts)
     work = tempfile.mkdtemp(prefix="run-", dir=opts.scratch)
     os.chdir(work)
-    apply_limits(job["limits"], opts.nproc_base)
     deny_syscalls(opts.bpf)
     os.environ.clear()
     os.environ.update(CHILD_ENV, HOME=work, TMPDIR=work)
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    prctl(PR_SET_DUMPABLE, 1)  # its own /proc is the program's business; S, Z and T stay non-dumpable
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the file-size limit fails with EFBIG instead
     try:
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("1000")  # if memory runs out, the program goes first
     except OSError:
         pass
+    job = recv_frame(sock)
+    if job is None:
+        return
+    apply_limits(job["limits"], opts.nproc_base)
+    prctl(PR_SET_DUMPABLE, 1)  # its own /proc is the program's business; S, Z and T stay non-dumpable
     sys.stdin = open(0, encoding="utf-8", errors="surrogateescape", closefd=False)  # noqa: SIM115
     sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
@@ -593,13 +604,13 @@ class Conn:
 
 def tester_main(opts):
     ctl, rpc = socket.socket(fileno=3), socket.socket(fileno=4)
+    drop_privileges(opts)
+    deny_syscalls(opts.bpf)
+    os.chdir("/")
     job = recv_frame(ctl)
     if job is None:
         return
-    drop_privileges(opts)
     apply_limits(job["limits"], 0)
-    deny_syscalls(opts.bpf)
-    os.chdir("/")
     send_frame(ctl, run_asserts(job, Conn(rpc)))
 
 
@@ -723,6 +734,13 @@ def _read_nonblocking(fd):
         return b""
 
 
+def _recv_nonblocking(sock):
+    try:
+        return sock.recv(1 << 20, socket.MSG_DONTWAIT)
+    except OSError:  # BlockingIOError: nothing more; else the peer is gone
+        return b""
+
+
 def _reap(sock, mine):
     while True:
         try:
@@ -792,11 +810,42 @@ class Zygote:
             finally:
                 os._exit(1)
         theirs.close()
-        self.sock, self.exits = mine, {}
+        self.sock, self.exits, self.ahead = mine, {}, None
+
+    def fork_ahead(self, with_tester):
+        """Have Z fork the next test's processes now, while S waits for its job: they set themselves up and wait
+        for their first frame. Called only once everything of the last test is killed and wiped."""
+        self._request(with_tester)
+        self.ahead = with_tester
 
     def spawn(self, with_tester):
+        """A test's processes: those forked ahead (the caller checks they are of the kind it needs), else new ones."""
+        if self.ahead is None:
+            self._request(with_tester)
+        self.ahead = None
+        return self._spawned()
+
+    def doomed(self):
+        """Has Z exited or stopped, or is a signal pending for it (a SIGCHLD aside)? A program that could signal
+        Z (it has the same uid in a container) did so before it sent what S read last, and the signal shows in
+        Z's pending sets until Z is reaped: this sees it without waiting for Z to die."""
+        try:
+            with open(f"/proc/{self.pid}/status", "rb") as f:
+                status = dict(line.split(b":", 1) for line in f.read().splitlines() if b":" in line)
+            state = status[b"State"].split()[0]
+            pending = int(status[b"ShdPnd"], 16) | int(status[b"SigPnd"], 16)
+        except (OSError, KeyError, IndexError, ValueError):
+            return True
+        return state not in (b"R", b"S", b"D") or bool(pending & ~(1 << (signal.SIGCHLD - 1)))
+
+    def _request(self, with_tester):
         try:
             self.sock.send(b"A" if with_tester else b"C")
+        except OSError as exc:
+            raise Broken(f"the zygote is unreachable: {exc}") from None
+
+    def _spawned(self):
+        try:
             while True:
                 msg, fds, _, _ = socket.recv_fds(self.sock, 4096, 8)
                 if not msg:
@@ -848,9 +897,12 @@ class Supervisor:
             os.sched_setaffinity(0, {opts.cpu})
         self.opts = opts
         self.zygote = Zygote(opts)  # first of all: its memory must hold no job
+        self.oom_kills = OomKills()
+        self.known, self.last_kind_assert = [], True  # the last test's C and T; was it an assert test?
         self.wipe_roots = [opts.scratch] + (["/dev/shm", "/dev/mqueue"] if self.pidns else [])
 
     def serve(self):
+        self.zygote.fork_ahead(True)  # HumanEval/MBPP-style assert tests are the common case
         self.emit({"ready": True, "protocol": PROTOCOL, "pidns": self.pidns, "python": sys.version.split()[0]})
         for line in sys.stdin.buffer:
             job = json.loads(line)
@@ -859,28 +911,42 @@ class Supervisor:
             except Broken as exc:
                 self.emit({"job": job["job"], "fatal": str(exc)})
                 return
-            self.emit({"job": job["job"], "done": True})
 
     def emit(self, obj):
         sys.stdout.buffer.write(json.dumps(obj, separators=(",", ":")).encode() + b"\n")
         sys.stdout.buffer.flush()
 
     def run_job(self, job):
-        for i, test in enumerate(job["tests"]):
+        """A test's facts go out as soon as they are final, and the last one's "done" with them: the clean-up after
+        a test runs while the host reads its facts (a Broken clean-up after "done" reaches the host as this
+        runner's exit when it sends the next job)."""
+        tests = job["tests"]
+        for i, test in enumerate(tests):
             facts, broken = self.run_test(job["program"], test, job["limits"])
-            if "compile_error" in facts and broken is None:
+            compile_error = "compile_error" in facts and broken is None
+            if compile_error:
                 self.emit({"job": job["job"], "compile_error": facts["compile_error"]})
-                return
-            self.emit({"job": job["job"], "i": i, "facts": facts})
+            else:
+                self.emit({"job": job["job"], "i": i, "facts": facts})
             if broken is not None:
                 raise broken
+            last = compile_error or i == len(tests) - 1
+            if last:
+                self.emit({"job": job["job"], "done": True})
+            self.clean_up()
+            if last:
+                return
+        self.emit({"job": job["job"], "done": True})  # no tests
 
     def run_test(self, program, spec, limits):
-        """Run one test; return its facts and the Broken that ended this sandbox, if one did."""
+        """Run one test; return its facts and the Broken that ended this sandbox, if one did. On return, SIGKILL
+        is pending for every process the test left (none can add to what it wrote), but `clean_up` must run
+        before the next test."""
         with_tester = spec["kind"] == "assert"
-        c_pid, t_pid, fds = self.zygote.spawn(with_tester)  # Broken here: nothing ran, the host retries elsewhere
+        c_pid, t_pid, fds = self.spawn(with_tester)  # Broken here: nothing ran, the host retries elsewhere
+        self.last_kind_assert, self.known = with_tester, [p for p in (c_pid, t_pid) if p]
         run = TestRun(self, spec, limits, c_pid, *fds)
-        ooms = oom_kills()
+        ooms = self.oom_kills()
         first = {"program": program, "code": spec.get("code"), "limits": limits}
         broken = None
         try:
@@ -888,21 +954,38 @@ class Supervisor:
             run.loop()
         except Broken as exc:
             broken = exc
-        try:
-            self.kill_all(known=[p for p in (c_pid, t_pid) if p])
-        except Broken as exc:
-            broken = broken or exc
+        victims = self.victims()
+        for pid in victims:
+            self._kill(pid, victims)
+        if broken is None and self.zygote.doomed():
+            broken = Broken("the zygote was killed")
         run.finish(drain=broken is None)
-        if oom_kills() > ooms:
+        if self.oom_kills() > ooms:
             run.facts["oom_killed"] = True
-        try:
-            self.wipe()
-        except Broken as exc:
-            broken = broken or exc
-        self.zygote.exits.clear()
         if broken is not None:
             run.facts.update(status="broken", detail=str(broken))
         return run.facts, broken
+
+    def spawn(self, with_tester):
+        """C (and T) for a test. Those Z forked ahead are of the wrong kind when the test kind changes: they go,
+        with their scratch dir, before others come (a test finds nothing but its own in the sandbox)."""
+        ahead = self.zygote.ahead
+        if ahead is not None and ahead != with_tester:
+            c_pid, t_pid, fds = self.zygote.spawn(ahead)
+            for fd in fds:
+                os.close(fd)
+            self.known = [p for p in (c_pid, t_pid) if p]
+            self.clean_up(fork_ahead=False)
+        return self.zygote.spawn(with_tester)
+
+    def clean_up(self, fork_ahead=True):
+        """After a test: wait until every process it left is gone, empty every writable place, and have Z fork
+        the next test's processes (guessing it is of the same kind) while S waits for its job."""
+        self.kill_all(known=self.known)
+        self.wipe()
+        self.zygote.exits.clear()
+        if fork_ahead:
+            self.zygote.fork_ahead(self.last_kind_assert)
 
     def victims(self):
         """Every process a test may have left: all but S and Z in a PID namespace, else all below S but Z."""
@@ -1098,21 +1181,18 @@ class TestRun:
         self.sel.modify(self.drv.fileno(), selectors.EVENT_READ | selectors.EVENT_WRITE)
 
     def finish(self, drain):
-        """After the kill: read what is left in the pipes (every writer is dead), close everything."""
+        """After the SIGKILLs: read what is in the pipes (no writer can add to it), close everything."""
         self.sel.close()
         for fd in (self.out_r, self.err_r):
-            os.set_blocking(fd, True)
-            while drain and self.counts[fd] <= self.cap and (data := os.read(fd, 1 << 16)):
+            while drain and self.counts[fd] <= self.cap and (data := _read_nonblocking(fd)):
                 self.counts[fd] += len(data)
                 if fd == self.out_r and self.counts[fd] <= self.cap:
                     self.stdout += data
             if self.counts[fd] > self.cap and self.status == "ok":
                 self.status = "output_limit"
             os.close(fd)
-        if drain and self.kind == "stdio":  # C's report of how it ended may trail its exit notice
-            self.drv.setblocking(True)
-            while data := self.drv.recv(1 << 20):
-                self.feed(data)
+        while drain and self.kind == "stdio" and (data := _recv_nonblocking(self.drv)):
+            self.feed(data)  # C's report of how it ended may trail its exit notice
         for fd in (self.stdin_w,):
             if fd >= 0:
                 os.close(fd)

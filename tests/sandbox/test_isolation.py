@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import CallTest, TestVerdict
+from sandbox import AssertTest, CallTest, StdioTest, TestVerdict
 from sandbox.local import real_uid
 from tests.sandbox.conftest import BACKENDS, start_executor
 from tests.sandbox.live import LiveExecutor
@@ -198,11 +198,24 @@ def test_nothing_a_run_starts_or_writes_outlives_it(solo: LiveExecutor) -> None:
     assert solo.status()["replaced"] == replaced  # the same sandbox, cleaned, not a fresh one
 
 
+def test_processes_forked_ahead_for_another_kind_of_test_leave_nothing(solo: LiveExecutor) -> None:
+    """The runner forks each test's processes ahead, guessing the next test is of the last one's kind; when it is
+    not, they go, scratch dir and all, before the test's own come."""
+    clean = {"files": [], "ipc": [], "processes": []}
+    kinds = [AssertTest("assert f(21) == 42"), StdioTest("", ""), AssertTest("assert f(1) == 2"), HONEST[1]]
+    for test in kinds:
+        assert solo.run(HONEST[0], test).score == 1.0
+        assert solo.probe(FIND_TRACES) == clean  # a call test: the kind changes whenever the last was not
+    assert solo.run(HONEST[0], *kinds).score == 1.0  # the kind changes inside one submission
+    assert solo.probe(FIND_TRACES) == clean
+
+
 KILLERS = {
     "kill its parent": ("os.kill(os.getppid(), signal.SIGKILL)", TestVerdict.RUNTIME_ERROR),
     "kill its process group": ("os.killpg(0, signal.SIGKILL)", TestVerdict.RUNTIME_ERROR),
     "kill everything": ("os.kill(-1, signal.SIGKILL)", TestVerdict.RUNTIME_ERROR),
     "kill the runner's group": ("os.killpg(os.getpgid(1), signal.SIGKILL)", TestVerdict.RUNTIME_ERROR),
+    "stop its parent": ("os.kill(os.getppid(), signal.SIGSTOP)", TestVerdict.RUNTIME_ERROR),
     "kill and stop PID 1": ("os.kill(1, signal.SIGKILL)\nos.kill(1, signal.SIGSTOP)", TestVerdict.WRONG_ANSWER),
 }
 
