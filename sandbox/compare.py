@@ -28,6 +28,8 @@ def outcome(test: Test, facts: Facts, limits: Limits) -> TestOutcome:
 
 def _verdict(test: Test, facts: Facts, limits: Limits) -> tuple[TestVerdict, str | None]:
     status = facts.get("status")
+    if status == "timeout" and _oom_killed(facts):  # its children held its channel until the wall clock ran out
+        return TestVerdict.MEMORY_LIMIT, "ran out of memory (the sandbox's OOM killer ended it)"
     if status == "timeout":
         return TestVerdict.TIMEOUT, f"ran past the {limits.wall_s:g} s wall-clock limit"
     if status == "output_limit":
@@ -39,6 +41,11 @@ def _verdict(test: Test, facts: Facts, limits: Limits) -> tuple[TestVerdict, str
     if isinstance(test, CallTest):
         return _call(test, facts, limits)
     return _assert(test, facts, limits)
+
+
+def _oom_killed(facts: Facts) -> bool:
+    """The program's process was SIGKILLed, not by the sandbox, while the cgroup's OOM killer killed."""
+    return facts.get("oom_killed") is True and facts.get("exited") is True and facts.get("code") == -signal.SIGKILL
 
 
 def _ended_by_limit(facts: Facts, exc: object, limits: Limits) -> tuple[TestVerdict, str] | None:

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from sandbox import AssertTest, CallTest, Limits, StdioTest, Submission, TestVerdict
+from tests.sandbox.conftest import start_executor
 from tests.sandbox.live import LiveExecutor
 
 pytestmark = pytest.mark.timeout(60, func_only=True)
@@ -47,6 +48,35 @@ def test_a_memory_hog_gets_memory_limit(executor: LiveExecutor, form: str) -> No
     program = "def f(x):\n    return len(bytearray(400 << 20))\nprint(f(0))\n"
     result = executor.run(program, FORMS[form], memory_mb=128)
     assert (result.score, only(result)) == (0.0, TestVerdict.MEMORY_LIMIT), result
+
+
+# Each process stays under its RLIMIT_AS (400 MB); together they pass the container's memory limit (400 MB + the
+# 64 MB scratch tmpfs + 256 MB), and the cgroup's OOM killer takes the largest, the program's main process. Its
+# children still hold its channel, so no answer comes and the wall clock runs out; the verdict names the memory.
+CGROUP_OOM = """
+import os, time
+def f(x):
+    for _ in range(4):
+        if os.fork() == 0:
+            block = b"k" * (150 << 20)
+            time.sleep(60)
+    time.sleep(0.5)
+    block = b"m" * (300 << 20)
+    return 2 * x
+"""
+
+
+@pytest.mark.docker
+def test_a_program_whose_processes_together_exhaust_the_containers_memory_gets_memory_limit(
+    request: pytest.FixtureRequest,
+) -> None:
+    live = start_executor("docker", request, pool_size=1, scratch_mb=64, max_limits=Limits(memory_mb=400))
+    try:
+        result = live.run(CGROUP_OOM, FORMS["call"], memory_mb=400, wall_s=3)
+        assert (result.score, only(result)) == (0.0, TestVerdict.MEMORY_LIMIT), result
+        assert live.run(HONEST, FORMS["call"]).score == 1.0
+    finally:
+        live.close()
 
 
 def test_a_program_inside_its_memory_limit_passes(executor: LiveExecutor) -> None:
