@@ -26,6 +26,7 @@ from verifier_service.settings import VerifierSettings
 log = logging.getLogger(__name__)
 
 GROUP_SIZE = 8  # math tasks sent to a worker at once
+INLINE_PREPARE_CHARS = 32_000  # completions up to this size in all are extracted on the event loop (1 ms at worst)
 
 
 class ResultCache:
@@ -100,8 +101,12 @@ class Engine:
 
     async def score(self, items: list[ScoreItem]) -> list[ItemResult]:
         deadline = asyncio.get_running_loop().time() + self.settings.batch_timeout_s
-        # Extraction is regex work on up to a few MB: off the event loop, so health checks stay answered.
-        batch = await asyncio.to_thread(self._prepare, items)
+        # Extraction is regex work on up to a few MB: off the event loop, so health checks stay answered; a small
+        # batch is prepared in place, where the thread hop would cost more than the work.
+        if sum(len(item.completion) for item in items) <= INLINE_PREPARE_CHARS:
+            batch = self._prepare(items)
+        else:
+            batch = await asyncio.to_thread(self._prepare, items)
         await asyncio.gather(self._run_math(batch, deadline), self._run_code(batch, deadline))
         results = []
         for item, components in zip(items, batch.components, strict=True):
