@@ -236,8 +236,9 @@ def test_no_process_of_a_local_jail_runs_as_root_on_the_host(local_executor: Liv
     assert local_executor.run(*HONEST).score == 1.0  # the jails are up
     jails = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _program(p) == "bwrap"]
     inside = [pid for jail in jails for pid in _descendants(jail)]
-    assert jails and inside
-    assert all(real_uid(pid) not in (0, None) for pid in jails + inside), [real_uid(p) for p in jails + inside]
+    uids = {pid: real_uid(pid) for pid in jails + inside}
+    alive = [uid for uid in uids.values() if uid is not None]  # the last test's processes may be exiting
+    assert jails and inside and len(alive) >= len(jails) and 0 not in alive, uids
 
 
 def _program(path: Path) -> str:

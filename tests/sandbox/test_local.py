@@ -6,12 +6,13 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from sandbox import CallTest, RunVerdict, SandboxConfig, StdioTest
-from sandbox.local import LocalExecutor, real_uid
+from sandbox.local import LocalExecutor
 from sandbox.runner import proc_pids
 from tests.sandbox.live import LiveExecutor
 
@@ -45,15 +46,31 @@ def test_without_bubblewrap_it_still_scores_and_enforces_limits(weak: LiveExecut
     assert [t.verdict.value for t in timeout.tests] == ["timeout"]
 
 
+DAEMON = """
+import os, time
+def probe():
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(3600)
+        os.write(w, str(pid).encode())
+        os._exit(0)
+    return [os.getuid(), os.getgid(), os.getpid(), int(os.read(r, 32))]
+"""
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="a service that is not root cannot change the program's uid")
 def test_without_bubblewrap_a_root_service_still_runs_programs_unprivileged_and_cleans_up(weak: LiveExecutor) -> None:
-    program = (
-        "import os, time\ndef probe():\n    if os.fork() == 0:\n        os.setsid()\n        if os.fork() == 0:\n"
-        "            time.sleep(3600)\n        os._exit(0)\n    return [os.getuid(), os.getgid()]\n"
-    )
-    uid, gid = weak.probe(program)
-    assert uid >= 10001 and gid >= 10001
-    assert not [pid for pid in proc_pids() if real_uid(pid) == uid]  # its daemon is gone too
+    uid, gid, program, daemon = weak.probe(DAEMON)
+    assert uid >= 10001 and gid >= 10001  # no PID namespace: `program` and `daemon` are host pids
+    # The answer leaves the sandbox once its processes have a SIGKILL pending; the runner reaps them right after,
+    # before it takes the next job.
+    deadline = time.monotonic() + 10
+    while (alive := [pid for pid in (program, daemon) if pid in proc_pids()]) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not alive  # its daemon is gone too
 
 
 def test_bubblewrap_that_cannot_run_is_detected(monkeypatch: pytest.MonkeyPatch) -> None:
