@@ -10,6 +10,7 @@ import asyncio
 import itertools
 import json
 import logging
+import weakref
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -31,6 +32,7 @@ from sandbox.runner import KILL_TIMEOUT_S, Unserializable, encode
 log = logging.getLogger(__name__)
 
 GRACE_S = 2 * KILL_TIMEOUT_S + 5  # beyond a test's wall limit: spawning, killing and wiping before its facts come
+SETTLE_TIMEOUT_S = 4 * KILL_TIMEOUT_S + 5  # the clean-up after a job: killing, then wiping three places
 STDIO_MODES = ("tokens", "exact", "float")
 MIN_TESTS_PER_PART = 8  # a submission with fewer tests runs in one sandbox
 
@@ -42,6 +44,7 @@ class JobReport:
     lost_at: int | None = None  # the runner died or hung during this test
     hung: bool = False
     fatal: str | None = None  # the runner reported itself broken (after the facts of the test that broke it)
+    # A healthy report ends at "done": the runner still cleans up after the job, and says "clean" (see `settle`).
 
     @property
     def healthy(self) -> bool:
@@ -83,6 +86,20 @@ async def run_job(
             return report
 
 
+async def settle(channel: Channel, job_id: int) -> bool:
+    """Wait for the runner's word that it has cleaned up after job `job_id` (it answers first and cleans up while
+    the host reads the answer); False if it broke instead, died, or did not say."""
+    while True:
+        try:
+            msg = json.loads(await asyncio.wait_for(channel.recv(), SETTLE_TIMEOUT_S))
+        except (TimeoutError, EOFError, ConnectionError, ValueError):
+            return False
+        if msg.get("job") == job_id and msg.get("clean") is True:
+            return True
+        if "fatal" in msg:
+            return False
+
+
 def test_spec(test: Test) -> dict[str, Any]:
     if isinstance(test, StdioTest):
         return {"kind": "stdio", "stdin": test.stdin}
@@ -119,6 +136,7 @@ class PooledExecutor:
         self.config = config or SandboxConfig()
         self.pool = Pool(self.create_sandbox, self.config.pool_size, self.config.jobs_per_sandbox, self.name)
         self._job_ids = itertools.count(1)
+        self._cleaning: weakref.WeakKeyDictionary[Sandbox, int] = weakref.WeakKeyDictionary()  # its last job
 
     async def create_sandbox(self, slot: int) -> Sandbox:
         raise NotImplementedError
@@ -182,14 +200,23 @@ class PooledExecutor:
         A runner that dies mid-test with no explanation gets that test one more try on a fresh sandbox: in a PID
         namespace the runner is PID 1 and nothing inside can kill it, so that is the infrastructure. A second death
         is SandboxUnavailable there, and a failed test where the program itself can kill the runner. A runner that
-        stops answering fails the test as a timeout.
+        stops answering fails the test as a timeout. A sandbox whose clean-up after its last job failed is
+        replaced before this job starts there, and that counts against nobody.
         """
         facts: dict[int, dict[str, Any]] = {}
         retried: set[int] = set()
         while todo := [i for i in indices if i not in facts]:
             async with self.pool.lease() as sandbox:
-                report = await run_job(sandbox.channel, next(self._job_ids), program, [specs[i] for i in todo], limits)
-                if not report.healthy:
+                last = self._cleaning.pop(sandbox, None)
+                if last is not None and not await settle(sandbox.channel, last):
+                    log.info("replacing a %s sandbox: it broke cleaning up after its last job", self.name)
+                    self.pool.retire(sandbox)
+                    continue
+                job_id = next(self._job_ids)
+                report = await run_job(sandbox.channel, job_id, program, [specs[i] for i in todo], limits)
+                if report.healthy:
+                    self._cleaning[sandbox] = job_id
+                else:
                     log.info("replacing a %s sandbox: %s", self.name, report.fatal or "it stopped answering")
                     self.pool.retire(sandbox)
             if report.compile_error is not None:

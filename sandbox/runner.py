@@ -6,9 +6,9 @@ and the host imports it as `sandbox.runner` for the value encoding (importing it
 Processes inside one sandbox instance (THREAT-MODEL.md in this folder says what each one stops):
   S  supervisor (`--serve`): reads jobs as JSON lines on stdin, answers on stdout, enforces wall time and output caps,
      and after each test kills every other process but Z and wipes every writable place (finishing that while the
-     host reads the test's facts, which are final once every process has a SIGKILL pending). Non-dumpable, so nothing of
-     its uid can ptrace it, read its memory or open its fds through /proc; PID 1 of the sandbox's PID namespace where
-     there is one, so nothing inside can signal it either.
+     host reads the test's facts, which are final once every process has a SIGKILL pending). Non-dumpable, so
+     nothing of its uid can ptrace it, read its memory or open its fds through /proc; PID 1 of the sandbox's PID
+     namespace where there is one, so nothing inside can signal it either.
   Z  zygote: forked by S before the first job, so its memory holds no program, test or expected value; each test
      process is a fork of Z (no interpreter start, no earlier submission in memory). Child subreaper: whatever a
      test starts stays below it, however it daemonises. Reports the exit status of the processes it forks. Forks
@@ -18,8 +18,9 @@ Processes inside one sandbox instance (THREAT-MODEL.md in this folder says what 
   T  tester, one per `assert` test: runs the test code with the program's names bound to proxies that call into C.
      The asserts run in T's own address space: C can stop or kill T, never change what it computes or reports.
 Host <-> S: {"job", "program", "tests": [{"kind": "stdio"|"call"|"assert", ...}], "limits"} in; per test
-{"job", "i", "facts"} (or {"job", "compile_error"}), then {"job", "done"} out; {"job", "fatal"} before S gives up
-(after "done" when the clean-up after a job's last test fails: the host then finds S gone at its next job).
+{"job", "i", "facts"} (or {"job", "compile_error"}), then {"job", "done"}, then {"job", "clean"} once S is ready
+for the next job, out; {"job", "fatal"} before S gives up (after "done", in place of "clean", when the clean-up after
+a job's last test fails).
 """
 
 from __future__ import annotations
@@ -826,17 +827,22 @@ class Zygote:
         return self._spawned()
 
     def doomed(self):
-        """Has Z exited or stopped, or is a signal pending for it (a SIGCHLD aside)? A program that could signal
-        Z (it has the same uid in a container) did so before it sent what S read last, and the signal shows in
-        Z's pending sets until Z is reaped: this sees it without waiting for Z to die."""
+        """Is Z exiting, stopped or gone, or is a signal pending for it (a SIGCHLD aside)? A program that could
+        signal Z (it has the same uid in a container) did so before it sent what S read last. A signal sent with
+        kill() stays in Z's shared pending set until Z is reaped; one sent to Z's thread alone leaves that set
+        when Z takes it, and Z is marked exiting (PF_EXITING) a few instructions later: only a Z preempted
+        between the two looks well. Then the clean-up finds it dead, and the sandbox is replaced."""
         try:
             with open(f"/proc/{self.pid}/status", "rb") as f:
                 status = dict(line.split(b":", 1) for line in f.read().splitlines() if b":" in line)
+            with open(f"/proc/{self.pid}/stat", "rb") as f:
+                flags = int(f.read().rsplit(b")", 1)[1].split()[6])  # field 9 of proc(5)
             state = status[b"State"].split()[0]
             pending = int(status[b"ShdPnd"], 16) | int(status[b"SigPnd"], 16)
         except (OSError, KeyError, IndexError, ValueError):
             return True
-        return state not in (b"R", b"S", b"D") or bool(pending & ~(1 << (signal.SIGCHLD - 1)))
+        exiting = flags & 0x4  # PF_EXITING
+        return bool(exiting) or state not in (b"R", b"S", b"D") or bool(pending & ~(1 << (signal.SIGCHLD - 1)))
 
     def _request(self, with_tester):
         try:
@@ -918,8 +924,7 @@ class Supervisor:
 
     def run_job(self, job):
         """A test's facts go out as soon as they are final, and the last one's "done" with them: the clean-up after
-        a test runs while the host reads its facts (a Broken clean-up after "done" reaches the host as this
-        runner's exit when it sends the next job)."""
+        the last test runs while the host reads its facts, and "clean" (or "fatal") says how it went."""
         tests = job["tests"]
         for i, test in enumerate(tests):
             facts, broken = self.run_test(job["program"], test, job["limits"])
@@ -935,8 +940,10 @@ class Supervisor:
                 self.emit({"job": job["job"], "done": True})
             self.clean_up()
             if last:
+                self.emit({"job": job["job"], "clean": True})
                 return
         self.emit({"job": job["job"], "done": True})  # no tests
+        self.emit({"job": job["job"], "clean": True})
 
     def run_test(self, program, spec, limits):
         """Run one test; return its facts and the Broken that ended this sandbox, if one did. On return, SIGKILL
@@ -954,9 +961,7 @@ class Supervisor:
             run.loop()
         except Broken as exc:
             broken = exc
-        victims = self.victims()
-        for pid in victims:
-            self._kill(pid, victims)
+        self.kill_once()
         if broken is None and self.zygote.doomed():
             broken = Broken("the zygote was killed")
         run.finish(drain=broken is None)
@@ -998,6 +1003,15 @@ class Supervisor:
                     found.add(child)
                     stack.append(child)
         return found
+
+    def kill_once(self):
+        """SIGKILL every process of the test without waiting for any to die. A process with a SIGKILL pending
+        cannot fork, so scanning again until no new one appears leaves none that can still run."""
+        killed: set[int] = set()
+        while new := (victims := self.victims()) - killed:
+            for pid in new:
+                self._kill(pid, victims)
+            killed |= new
 
     def kill_all(self, known=()):
         """SIGKILL them until none is left, zombies included (they must be reaped before the next test).

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from sandbox import AssertTest, CallTest, StdioTest, TestVerdict
+from sandbox import AssertTest, CallTest, Limits, RunVerdict, StdioTest, Submission, TestVerdict
 from sandbox.local import real_uid
 from tests.sandbox.conftest import BACKENDS, start_executor
 from tests.sandbox.live import LiveExecutor
@@ -208,6 +209,41 @@ def test_processes_forked_ahead_for_another_kind_of_test_leave_nothing(solo: Liv
         assert solo.probe(FIND_TRACES) == clean  # a call test: the kind changes whenever the last was not
     assert solo.run(HONEST[0], *kinds).score == 1.0  # the kind changes inside one submission
     assert solo.probe(FIND_TRACES) == clean
+
+
+# A directory chain too deep to remove within the runner's clean-up deadline (5 s): the clean-up fails after the
+# answer has left the sandbox.
+TOO_DEEP_TO_WIPE = """
+import os
+def f(x):
+    os.chdir("/dev/shm")
+    for _ in range(250_000):
+        os.mkdir("d")
+        os.chdir("d")
+    return 2 * x
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.timeout(180, func_only=True)
+def test_a_clean_up_that_fails_after_the_answer_costs_the_next_submission_nothing(
+    request: pytest.FixtureRequest, backend: str
+) -> None:
+    """Both sandboxes break cleaning up; the next submission waits for fresh ones instead of being charged with
+    their deaths (two deaths in a row would make it sandbox_unavailable)."""
+    live = start_executor(backend, request, pool_size=2)
+    try:
+        replaced = live.status()["replaced"]
+        hostile = [Submission(TOO_DEEP_TO_WIPE, (HONEST[1],), Limits(wall_s=30, cpu_s=30))] * 2
+        assert [r.verdict for r in live.run_all(hostile)] == [RunVerdict.OK, RunVerdict.OK]
+        honest = live.run(*HONEST)
+        assert (honest.verdict, honest.score) == (RunVerdict.OK, 1.0), honest
+        assert live.status()["replaced"] >= replaced + 2
+        deadline = time.monotonic() + 60  # both replacements up before closing: none is cut off half started
+        while ((status := live.status())["up"] < 2 or status["starting"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        live.close()
 
 
 KILLERS = {
