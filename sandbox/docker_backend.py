@@ -154,6 +154,8 @@ class DockerExecutor(PooledExecutor):
         container = await asyncio.to_thread(
             self.client.containers.create, self.config.image, **self.container_options(slot)
         )
+        sock: socket.socket | None = None
+        channel: AttachedChannel | None = None
         try:
             sock = await asyncio.to_thread(self._attach, container)
             reader, writer = await asyncio.open_connection(sock=sock, limit=1 << 20)
@@ -162,7 +164,11 @@ class DockerExecutor(PooledExecutor):
             hello = json.loads(await asyncio.wait_for(channel.recv(), self.config.start_timeout_s))
             if not hello.get("ready") or not hello.get("pidns"):
                 raise RuntimeError(f"the runner did not start as PID 1: {hello}")
-        except BaseException:
+        except BaseException:  # cancelled too (the pool closing): nothing of it may outlive the event loop
+            if channel is not None:
+                channel.close()
+            elif sock is not None:
+                sock.close()
             with contextlib.suppress(docker.errors.DockerException):
                 await asyncio.to_thread(container.remove, force=True)
             raise

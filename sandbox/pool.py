@@ -52,6 +52,7 @@ class Pool:
         self._up: dict[int, Sandbox] = {}  # slot -> its sandbox, idle or leased
         self._jobs: dict[int, int] = {}
         self._starting: set[int] = set()
+        self._retiring: set[Sandbox] = set()  # retired, not yet destroyed
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
         self.replaced = 0
@@ -85,6 +86,7 @@ class Pool:
         if self._up.get(sandbox.slot) is not sandbox:
             return
         del self._up[sandbox.slot]
+        self._retiring.add(sandbox)
         self._starting.add(sandbox.slot)  # from now: requests wait for the replacement instead of failing
         self.replaced += 1
         self._spawn(self._replace(sandbox))
@@ -102,6 +104,7 @@ class Pool:
 
     async def _replace(self, old: Sandbox) -> None:
         await self._destroy(old)
+        self._retiring.discard(old)
         await self._fill(old.slot, retry=True)
 
     async def _fill(self, slot: int, retry: bool) -> None:
@@ -144,7 +147,8 @@ class Pool:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        sandboxes, self._up = list(self._up.values()), {}
+        # The retired ones too: a replacement cancelled above may have left its old sandbox half destroyed.
+        sandboxes, self._up, self._retiring = [*self._up.values(), *self._retiring], {}, set()
         await asyncio.gather(*(self._destroy(s) for s in sandboxes))
 
     def status(self) -> dict[str, Any]:
