@@ -26,7 +26,10 @@ from verifier_service.settings import VerifierSettings
 log = logging.getLogger(__name__)
 
 GROUP_SIZE = 8  # math tasks sent to a worker at once
-INLINE_PREPARE_CHARS = 32_000  # completions up to this size in all are extracted on the event loop (1 ms at worst)
+# Completions up to this size in all are extracted on the event loop: typically 0.1 ms; text built to be slow
+# takes up to about 30 ms (the math answer window bounds it), which a thread would not spare the loop either:
+# the regex engine holds the GIL.
+INLINE_PREPARE_CHARS = 32_000
 
 
 class ResultCache:

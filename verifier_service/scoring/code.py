@@ -4,6 +4,7 @@ sandbox's result into a component. Pure functions; the engine runs the submissio
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from sandbox import AssertTest, CallTest, Limits, RunResult, RunVerdict, StdioTest, Submission, Test
@@ -13,10 +14,8 @@ from verifier_service.schema import CodeSpec, ComponentResult, TestVerdict, Verd
 from verifier_service.schema import StdioTest as StdioSpec
 from verifier_service.scoring.extract import final_answer_region
 
-# A fenced block: ``` or ~~~, an optional language word, the code, the same fence closing it.
-_FENCE = re.compile(
-    r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<code>.*?)^[ \t]*(?P=fence)[ \t]*$", re.M | re.S
-)
+# A line that opens a fenced block: ``` or ~~~ (or longer), an optional language word, anything after it.
+_OPENING = re.compile(r"[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+-]*)")
 _PYTHON_LANGS = {"", "python", "py", "python3", "py3"}
 
 _RUN_VERDICTS = {
@@ -36,9 +35,40 @@ def extract_program(completion: str, think_tag: str = "think") -> str | None:
     region = final_answer_region(completion, think_tag)
     if region is None:
         return None
-    blocks = [m for m in _FENCE.finditer(region) if m["lang"].lower() in _PYTHON_LANGS]
-    program = blocks[-1]["code"] if blocks else region
+    blocks = [code for lang, code in fenced_blocks(region) if lang.lower() in _PYTHON_LANGS]
+    program = blocks[-1] if blocks else region
     return program if program.strip() else None
+
+
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """(language word, code) of each fenced block, left to right: from a line opening a fence to the first later
+    line holding the same fence alone (spaces and tabs aside); an opening line never closed is not a block.
+
+    In time linear in the text (up to a log factor): model output that repeats an opening line thousands of times
+    must not hold the event loop, as a backtracking regex for the same blocks would (quadratically).
+
+    >>> fenced_blocks("```py\\nx = 1\\n```\\n~~~~\\n```\\n~~~~\\n```python\\nopen")
+    [('py', 'x = 1\\n'), ('', '```\\n')]
+    """
+    lines = text.split("\n")
+    closing: dict[str, list[int]] = {}  # fence -> the lines that hold it alone, in order
+    for index, line in enumerate(lines):
+        bare = line.strip(" \t")
+        if len(bare) >= 3 and bare[0] in "`~" and bare == bare[0] * len(bare):
+            closing.setdefault(bare, []).append(index)
+    blocks, index = [], 0
+    while index < len(lines) - 1:  # an opening line needs a line break after it
+        opening = _OPENING.match(lines[index])
+        if opening is not None:
+            later = closing.get(opening["fence"], [])
+            position = bisect.bisect_right(later, index)
+            if position < len(later):
+                end = later[position]
+                blocks.append((opening["lang"], "".join(line + "\n" for line in lines[index + 1 : end])))
+                index = end + 1
+                continue
+        index += 1
+    return blocks
 
 
 def _test(spec: StdioSpec | CallTestSpec | AssertTestSpec) -> Test:

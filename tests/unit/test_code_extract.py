@@ -1,0 +1,45 @@
+"""Finding the program in a completion: fenced blocks, in time linear in the completion."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from verifier_service.scoring.code import extract_program, fenced_blocks
+
+# The regex fenced_blocks replaced, as the oracle on small inputs: the same blocks, but quadratic in the number of
+# opening lines never closed. One fix: the fence is the opening line's whole run of ` or ~ (the old regex could
+# backtrack and let ```` be closed by ```, which CommonMark does not allow either).
+REFERENCE = re.compile(
+    r"^[ \t]*(?P<fence>`{3,}(?!`)|~{3,}(?!~))[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<code>.*?)^[ \t]*(?P=fence)[ \t]*$",
+    re.M | re.S,
+)
+LINES = ["```", "````", "~~~", "```python", "``` py extra", "~~~~ python", "x = 1", "  ```  ", "\t~~~", "", " ", "``",
+         "```python3", "print(2)", "```\r", "~~~```", "a ```"]  # fmt: skip
+
+
+def test_the_blocks_are_those_the_reference_regex_finds() -> None:
+    rng = random.Random(20261122)
+    for _ in range(5000):
+        text = "\n".join(rng.choice(LINES) for _ in range(rng.randint(0, 14))) + rng.choice(["", "\n"])
+        assert fenced_blocks(text) == [(m["lang"], m["code"]) for m in REFERENCE.finditer(text)], repr(text)
+
+
+@pytest.mark.timeout(30)
+def test_a_megabyte_of_opening_lines_never_closed_is_read_in_one_pass() -> None:
+    """The reference regex would take hours here, holding the service's event loop (a hang guard, not a timing)."""
+    flood = "```python\n" * 100_000
+    assert fenced_blocks(flood) == []
+    assert extract_program(flood) == flood  # no block: the whole answer is the program (it will not compile)
+    assert fenced_blocks(flood + "```") == [("python", flood[len("```python\n") :])]  # the first opening line
+
+
+def test_the_last_python_block_after_the_reasoning_is_the_program() -> None:
+    completion = (
+        "<think>```python\nx = 1\n```</think>Try:\n```js\nf()\n```\n```py\nprint(2)\n```\n~~~text\nnot code\n~~~"
+    )
+    assert extract_program(completion) == "print(2)\n"
+    assert extract_program("<think>plan</think>print(3)") == "print(3)"  # no fence: the whole answer
+    assert extract_program("<think>plan</think>```python\n```") is None  # an empty block: nothing to run
