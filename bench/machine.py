@@ -1,8 +1,9 @@
-"""Helpers the benchmarks share: a free loopback port, and how busy the machine was."""
+"""Helpers the benchmarks share: a free loopback port, stopping a service, and how busy the machine was."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
 from pathlib import Path
 
 
@@ -18,3 +19,13 @@ def load_average() -> str:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
     except OSError:
         return "unknown"
+
+
+def stop(process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `timeout_s`."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

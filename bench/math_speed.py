@@ -39,7 +39,7 @@ from typing import Any
 
 import httpx
 from latex2sympy2_extended import NormalizationConfig
-from machine import free_port, load_average
+from machine import free_port, load_average, stop
 from math_verify import LatexExtractionConfig, parse, verify
 from workloads import WORKLOADS, Sample
 
@@ -159,12 +159,7 @@ def running_server(start_timeout_s: float = 180.0) -> Iterator[Server]:
     else:
         Path(log.name).unlink(missing_ok=True)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, timeout_s=20)
         log.close()
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from machine import free_port, stop
 from workloads import gsm8k_step
 
 from trainer_client import VerifierClient, VerifierReward
@@ -63,17 +63,14 @@ def verifier(url: str | None) -> Iterator[str]:
     if url:
         yield url
         return
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
     env |= {"VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning"}
     process = subprocess.Popen([sys.executable, "-m", "verifier_service"], cwd=ROOT, env=env)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        stop(process)
 
 
 def main() -> None:
