@@ -30,10 +30,16 @@ GROUP_SIZE = 8  # math tasks sent to a worker at once
 # takes up to about 30 ms (the math answer window bounds it), which a thread would not spare the loop either:
 # the regex engine holds the GIL.
 INLINE_PREPARE_CHARS = 32_000
+# What the cache may keep: verdicts that a healthy worker gives again for the same (gold, answer, options), because
+# they come from a comparison that ran to its end. Never `timeout` (a worker that was stopped, starved or slowed
+# by a busy host says it as well as one given an absurd expression), nor any verdict that scores null
+# (`worker_crashed`, `deadline_exceeded`, `internal_error`, and `gold_unparseable`, which a worker in trouble can
+# also give): those are computed again next time.
+CACHEABLE = frozenset({Verdict.CORRECT, Verdict.WRONG, Verdict.NO_ANSWER, Verdict.HEDGED, Verdict.ANSWER_TOO_LONG})
 
 
 class ResultCache:
-    """A bounded LRU of finished math results, keyed by task (gold, answer, options).
+    """A bounded LRU of finished math results, keyed by task (gold, answer, options); only `CACHEABLE` verdicts.
 
     Read from the extraction thread and written from the event loop, hence the lock.
     """
@@ -51,7 +57,7 @@ class ResultCache:
             return result
 
     def put(self, task: MathTask, result: MathResult) -> None:
-        if self.size <= 0 or result.score is None:  # failures are not remembered: a retry may succeed
+        if self.size <= 0 or result.verdict not in CACHEABLE:  # a retry may judge it otherwise
             return
         with self._lock:
             self._data[task] = result

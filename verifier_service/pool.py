@@ -3,7 +3,8 @@
 math-verify's own timeout is `signal.alarm`, which cannot interrupt C-level arithmetic (`9^{9^{9^9}}`) and does
 not work off the main thread. Here every task runs in a worker process; when its deadline passes, the worker is
 killed and replaced, and only that task gets a timeout. A worker that dies under a task costs that task
-alone (`WorkerCrashed`); the pool refills in the background.
+alone (`WorkerCrashed`); the pool refills in the background. The pool watches every worker's process, busy or
+idle: one that dies while nothing is asked of it is replaced at once, not when the next task finds it dead.
 """
 
 from __future__ import annotations
@@ -88,6 +89,8 @@ class _Worker:
         self.process = ctx.Process(target=_worker_main, args=(child, fn_path), daemon=True)
         self.process.start()
         child.close()
+        self.busy = False  # a task of run_group holds it
+        self.exited = False  # its process ended (seen by the pool's exit watch)
 
     @property
     def pid(self) -> int | None:
@@ -141,7 +144,8 @@ class WorkerPool:
         return not self._closed and len(self._all) == self.size and all(w.process.is_alive() for w in self._all)
 
     def pids(self) -> list[int]:
-        return sorted(w.pid for w in self._all if w.pid is not None)
+        """The pids of the workers alive now (one that died is left out even before its replacement starts)."""
+        return sorted(w.pid for w in self._all if w.pid is not None and w.process.is_alive())
 
     async def start(self) -> None:
         self._ctx.set_forkserver_preload(_PRELOAD)
@@ -156,12 +160,38 @@ class WorkerPool:
             raise RuntimeError(f"a worker did not start within {self.start_timeout_s}s")
         worker.conn.recv()  # ("ready", pid)
         self._all.add(worker)
+        self._watch(worker)
         return worker
 
-    def _replace(self, worker: _Worker) -> None:
-        """Kill a worker and start its replacement in the background."""
+    def _watch(self, worker: _Worker) -> None:
+        """Replace the worker as soon as its process ends, whatever it was doing (its sentinel becomes readable)."""
+        loop = asyncio.get_running_loop()
+        loop.add_reader(worker.process.sentinel, self._on_exit, worker)
+
+    def _on_exit(self, worker: _Worker) -> None:
+        """A worker's process ended. An idle one is replaced now; a busy one by its task, which reads the end of
+        its pipe and reports `WorkerCrashed` (killing it here would close that pipe under the task's feet)."""
+        asyncio.get_running_loop().remove_reader(worker.process.sentinel)
+        worker.exited = True
+        if worker in self._all and not worker.busy:
+            log.warning("math worker %s died while idle; starting a replacement", worker.pid)
+            self._replace(worker)
+
+    def _retire(self, worker: _Worker) -> bool:
+        """Stop watching the worker and kill it; False if that was done already."""
+        if worker not in self._all:
+            return False
+        if not worker.exited:
+            asyncio.get_running_loop().remove_reader(worker.process.sentinel)
         self._all.discard(worker)
         worker.kill()
+        return True
+
+    def _replace(self, worker: _Worker) -> None:
+        """Kill a worker and start its replacement in the background; once per worker (the exit watch and a task
+        that found it dead may both ask)."""
+        if not self._retire(worker):
+            return
         self.restarts += 1
         if self._closed:
             return
@@ -203,7 +233,9 @@ class WorkerPool:
             if self._closed:
                 raise PoolClosed("the worker pool is shut down")
             worker = await self._idle.get()
-            healthy = False
+            if worker not in self._all:  # replaced while it waited in the queue
+                continue
+            worker.busy, healthy = True, False
             try:
                 try:
                     worker.conn.send(pending)
@@ -219,7 +251,8 @@ class WorkerPool:
                     healthy = True
             finally:
                 # A worker that timed out, died, or was abandoned mid-task (cancellation) is never reused.
-                if healthy:
+                worker.busy = False
+                if healthy and not worker.exited:
                     self._idle.put_nowait(worker)
                 else:
                     self._replace(worker)
@@ -242,5 +275,4 @@ class WorkerPool:
         for task in list(self._refills):
             task.cancel()
         for worker in list(self._all):
-            worker.kill()
-        self._all.clear()
+            self._retire(worker)

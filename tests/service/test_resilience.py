@@ -79,6 +79,42 @@ def test_killing_the_service_takes_its_workers_along(tmp_path: Path) -> None:
         assert not [pid for pid in pids if _alive(pid)]
 
 
+def _wait_for_new_workers(url: str, old: list[int], timeout: float = 30) -> list[int]:
+    """The worker pids once /readyz is 200 again with none of `old` among them."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        response = httpx.get(f"{url}/readyz")
+        pids = response.json()["math_workers"]["pids"]
+        if response.status_code == 200 and not set(pids) & set(old):
+            return list(pids)
+        time.sleep(0.1)
+    raise AssertionError(f"no fresh ready worker within {timeout}s: {httpx.get(f'{url}/readyz').json()}")
+
+
+@pytest.mark.timeout(120)
+def test_a_timeout_from_a_stopped_worker_is_not_cached(tmp_path: Path) -> None:
+    """A healthy worker says `\boxed{(1,2)}` equals `(1, 2)`; the timeout a stopped one caused must not stick."""
+    with running_server(tmp_path, math_workers=1, math_timeout_s=1) as server:
+        [pid] = httpx.get(f"{server.url}/readyz").json()["math_workers"]["pids"]
+        item = [{"completion": "\\boxed{(1,2)}", "math": {"gold": "(1, 2)"}}]
+        os.kill(pid, signal.SIGSTOP)
+        [stalled] = _score(server.url, item).json()["results"]
+        assert stalled["components"]["math"]["verdict"] == "timeout"
+        _wait_for_new_workers(server.url, [pid])
+        [again] = _score(server.url, item).json()["results"]
+        assert again["components"]["math"]["verdict"] == "correct" and again["reward"] == 1.0
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_that_dies_while_idle_is_replaced_at_once(tmp_path: Path) -> None:
+    with running_server(tmp_path, math_workers=2) as server:
+        old = httpx.get(f"{server.url}/readyz").json()["math_workers"]["pids"]
+        os.kill(old[0], signal.SIGKILL)  # no request is under way, and none is sent until it is replaced
+        pids = _wait_for_new_workers(server.url, [old[0]])
+        assert len(pids) == 2 and old[1] in pids
+        assert "verifier_workers_alive 2.0" in httpx.get(f"{server.url}/metrics").text
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

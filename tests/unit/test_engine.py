@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from verifier_service.engine import ResultCache, _reward
+import pytest
+
+from verifier_service.engine import CACHEABLE, ResultCache, _reward
 from verifier_service.schema import ComponentResult, MathOptions, ScoreItem, Verdict
 from verifier_service.scoring.math import MathResult, MathTask
 
@@ -27,6 +29,21 @@ def test_cache_never_keeps_failures() -> None:
     cache.put(_task("a"), MathResult(None, Verdict.WORKER_CRASHED))
     assert cache.get(_task("a")) is None
     ResultCache(0).put(_task("a"), MathResult(1.0, Verdict.CORRECT))
+
+
+@pytest.mark.parametrize("verdict", [Verdict.TIMEOUT, Verdict.DEADLINE_EXCEEDED, Verdict.GOLD_UNPARSEABLE])
+def test_cache_never_keeps_what_a_healthy_worker_may_judge_otherwise(verdict: Verdict) -> None:
+    """A timeout scores 0 but says as much about the worker (stopped, starved) as about the answer."""
+    cache = ResultCache(10)
+    cache.put(_task("a"), MathResult(0.0 if verdict == Verdict.TIMEOUT else None, verdict))
+    assert cache.get(_task("a")) is None
+
+
+@pytest.mark.parametrize("verdict", sorted(CACHEABLE))
+def test_cache_keeps_finished_comparisons(verdict: Verdict) -> None:
+    cache = ResultCache(10)
+    cache.put(_task("a"), MathResult(1.0 if verdict == Verdict.CORRECT else 0.0, verdict))
+    assert cache.get(_task("a")) is not None
 
 
 def test_reward_is_weighted_sum_or_null() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 
 import pytest
@@ -108,6 +110,26 @@ def test_group_runs_on_one_worker_and_a_bad_task_costs_only_itself() -> None:
             assert all(isinstance(pid, int) for pid in outcomes[:1] + outcomes[2:])
             assert outcomes[0] != outcomes[2]  # the tasks after the timeout moved to another worker
             await _ready(pool)
+        finally:
+            await pool.close()
+
+    run(main)
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_killed_while_idle_is_replaced_without_a_task() -> None:
+    async def main() -> None:
+        pool = WorkerPool(2, "tests.unit.pool_tasks:echo")
+        await pool.start()
+        try:
+            [victim, other] = pool.pids()
+            os.kill(victim, signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while not (pool.ready and victim not in pool.pids()):
+                assert time.monotonic() < deadline, "the dead worker was not replaced"
+                await asyncio.sleep(0.05)
+            assert other in pool.pids() and pool.restarts == 1
+            assert await pool.run("still works", timeout_s=5) == "still works"
         finally:
             await pool.close()
 
