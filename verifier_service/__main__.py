@@ -9,14 +9,30 @@ import uvicorn
 from verifier_service.app import create_app
 from verifier_service.settings import VerifierSettings
 
+PROBES = ("/healthz", "/readyz")
 
-def main() -> None:
-    settings = VerifierSettings()
+
+class NoProbes(logging.Filter):
+    """Keeps load-balancer and compose health checks (every few seconds, forever) out of the access log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        path = args[2] if len(args) >= 3 and isinstance(args[2], str) else ""  # uvicorn: client, method, path, ...
+        return path.split("?", 1)[0] not in PROBES
+
+
+def serve(settings: VerifierSettings) -> None:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # loop="asyncio": uvloop (picked when installed) cannot start the sandbox's subprocesses as another user.
-    uvicorn.run(
+    config = uvicorn.Config(
         create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level, loop="asyncio"
     )
+    logging.getLogger("uvicorn.access").addFilter(NoProbes())  # after uvicorn.Config, which sets up its loggers
+    uvicorn.Server(config).run()
+
+
+def main() -> None:
+    serve(VerifierSettings())
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from sandbox import Executor, RunResult, RunVerdict, Submission
 from verifier_service.metrics import Metrics
@@ -89,7 +89,7 @@ def _component(result: MathResult) -> ComponentResult:
 
 
 def _reward(item: ScoreItem, components: dict[str, ComponentResult]) -> float | None:
-    weights = item.weights or {}
+    weights = cast(dict[str, float], item.weights or {})  # keys are component names
     total = 0.0
     for name, component in components.items():
         if component.score is None:
@@ -239,13 +239,22 @@ class Engine:
 
 async def _finished_by(futures: Collection[asyncio.Future[Any]], deadline: float) -> set[asyncio.Future[Any]]:
     """Wait until the loop time `deadline`; cancel what is still running (and let it clean up: a cancelled
-    task retires its worker or sandbox) and return what finished."""
+    task retires its worker or sandbox) and return what finished. Cancelled itself (the client went away), it
+    cancels them all first: asyncio.wait would leave them running."""
     timeout = max(0.0, deadline - asyncio.get_running_loop().time())
-    done, pending = await asyncio.wait(futures, timeout=timeout)
-    for future in pending:
-        future.cancel()
-    await asyncio.gather(*pending, return_exceptions=True)
+    try:
+        done, pending = await asyncio.wait(futures, timeout=timeout)
+    except asyncio.CancelledError:
+        await _cancel(futures)
+        raise
+    await _cancel(pending)
     return done
+
+
+async def _cancel(futures: Collection[asyncio.Future[Any]]) -> None:
+    for future in futures:
+        future.cancel()
+    await asyncio.gather(*futures, return_exceptions=True)
 
 
 def _groups(tasks: Iterable[MathTask], size: int = GROUP_SIZE) -> list[list[MathTask]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter as Tally
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -13,7 +14,12 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.requests = Counter("verifier_requests", "Score requests handled", ["status"], registry=r)
+        self.requests = Counter(
+            "verifier_requests",
+            "Score requests answered, by HTTP status (499: the client went away first)",
+            ["status"],
+            registry=r,
+        )
         self.items = Counter("verifier_items", "Items scored", ["status"], registry=r)
         self.verdicts = Counter("verifier_verdicts", "Component verdicts", ["component", "verdict"], registry=r)
         self.batch_seconds = Histogram(
@@ -36,3 +42,23 @@ class Metrics:
             self.items.labels(status=status).inc(count)
         for (name, verdict), count in verdicts.items():
             self.verdicts.labels(component=name, verdict=verdict).inc(count)
+
+
+class CountResponses:
+    """ASGI middleware: count every answer to `path` by its HTTP status, whoever produced it (the route, a 401 or 422
+    from its dependencies, the body-size limit, an error handler)."""
+
+    def __init__(self, app: Any, metrics: Metrics, path: str) -> None:
+        self.app, self.metrics, self.path = app, metrics, path
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("path") != self.path:
+            await self.app(scope, receive, send)
+            return
+
+        async def counted_send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                self.metrics.requests.labels(status=str(message["status"])).inc()
+            await send(message)
+
+        await self.app(scope, receive, counted_send)

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import logging
 import time
-from typing import Annotated, Any
+from collections.abc import Awaitable
+from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
 from verifier_service.engine import Engine
+from verifier_service.errors import CLIENT_CLOSED
 from verifier_service.metrics import Metrics
 from verifier_service.schema import ErrorResponse, ScoreRequest, ScoreResponse
 from verifier_service.settings import VerifierSettings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 router = APIRouter()
 
@@ -40,15 +48,33 @@ EngineDep = Annotated[Engine, Depends(_engine)]
 MetricsDep = Annotated[Metrics, Depends(_metrics)]
 
 
-async def require_api_key(settings: SettingsDep, authorization: Annotated[str | None, Header()] = None) -> None:
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="Needed when the server sets VERIFIER_API_KEY: `Authorization: Bearer <key>`.",
+)
+
+
+async def require_api_key(
+    settings: SettingsDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> None:
+    """Runs before the body is read: a client without the key learns that first, whatever it sent."""
     if settings.api_key is None:
         return
-    expected = f"Bearer {settings.api_key.get_secret_value()}"
-    if authorization is None or not hmac.compare_digest(authorization.encode(), expected.encode()):
-        raise HTTPException(401, "missing or wrong API key (send 'Authorization: Bearer <key>')")
+    given = credentials.credentials if credentials is not None else ""
+    if not hmac.compare_digest(given.encode(), settings.api_key.get_secret_value().encode()):
+        raise HTTPException(
+            401, "missing or wrong API key (send 'Authorization: Bearer <key>')", {"WWW-Authenticate": "Bearer"}
+        )
 
 
 def check_limits(request: ScoreRequest, settings: VerifierSettings) -> None:
+    if not settings.code_enabled:
+        off = [index for index, item in enumerate(request.items) if item.code is not None]
+        if off:
+            msg = "code scoring is off on this server (VERIFIER_CODE_ENABLED=false); send math or format items"
+            raise RequestValidationError(
+                [{"loc": ("items", i, "code"), "msg": msg, "type": "value_error"} for i in off]
+            )
     if len(request.items) > settings.max_batch_items:
         raise HTTPException(
             413,
@@ -92,14 +118,39 @@ ScoreRequestDep = Annotated[ScoreRequest, Depends(read_score_request)]
     response_model=ScoreResponse,
     openapi_extra={"requestBody": _REQUEST_BODY},
 )
-async def score(body: ScoreRequestDep, engine: EngineDep, settings: SettingsDep, metrics: MetricsDep) -> Response:
+async def score(
+    request: Request, body: ScoreRequestDep, engine: EngineDep, settings: SettingsDep, metrics: MetricsDep
+) -> Response:
     """Score a batch of completions; one result per item, in order, each item's `id` echoed."""
     check_limits(body, settings)
     started = time.perf_counter()
-    results = await engine.score(body.items)
+    results = await until_disconnected(request, engine.score(body.items))
+    if results is None:
+        log.info("the client went away; the scoring of its %d items was cancelled", len(body.items))
+        return Response(status_code=CLIENT_CLOSED)  # nobody reads it; counted in verifier_requests_total
     metrics.batch_seconds.observe(time.perf_counter() - started)
-    metrics.requests.labels(status="ok").inc()
     return Response(ScoreResponse(results=results).model_dump_json(), media_type="application/json")
+
+
+async def until_disconnected(request: Request, work: Awaitable[T]) -> T | None:
+    """The work's result, or None once the client has gone away: then the work is cancelled (its math workers and
+    sandboxes are retired and replaced) instead of running on to the batch deadline for nobody."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnect(request))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for future in (task, gone):
+            if not future.done():
+                future.cancel()
+        await asyncio.gather(task, gone, return_exceptions=True)
+    return task.result() if not task.cancelled() else None
+
+
+async def _disconnect(request: Request) -> None:
+    """Return when the client disconnects. The body is read by now, so the server's next message is that one."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 @router.get("/healthz")
@@ -109,13 +160,16 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz")
-async def readyz(request: Request, metrics: MetricsDep) -> JSONResponse:
-    """Ready when every math worker is up and the sandbox can run code; 503 otherwise."""
+async def readyz(request: Request, settings: SettingsDep, metrics: MetricsDep) -> JSONResponse:
+    """Ready when every math worker is up and the sandbox can run code (unless code is off); 503 otherwise."""
     pool = getattr(request.app.state, "pool", None)
     executor = getattr(request.app.state, "executor", None)
     pids = pool.pids() if pool is not None else []
     metrics.workers_alive.set(len(pids))
-    sandbox = executor.status() if executor is not None else {"ready": False}
+    if not settings.code_enabled:
+        sandbox: dict[str, Any] = {"enabled": False, "ready": True, "detail": "code scoring is off (CODE_ENABLED)"}
+    else:
+        sandbox = {"enabled": True, **(executor.status() if executor is not None else {"ready": False})}
     ready = pool is not None and pool.ready and bool(sandbox.get("ready"))
     body = {
         "status": "ready" if ready else "starting",
@@ -125,6 +179,12 @@ async def readyz(request: Request, metrics: MetricsDep) -> JSONResponse:
     return JSONResponse(body, status_code=200 if ready else 503)
 
 
-@router.get("/metrics")
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}, "description": "Metrics"}},
+)
 async def prometheus(metrics: MetricsDep) -> Response:
+    """Prometheus text format: requests by HTTP status, items, verdicts per component, batch latency, math worker
+    restarts and timeouts, cache hits."""
     return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -6,7 +6,9 @@ Tests pass values to the constructor.
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
@@ -56,6 +58,9 @@ class VerifierSettings(BaseSettings):
     max_answer_chars: int = Field(2_000, ge=1, description="Longer extracted answers are scored wrong.")
     answer_window_chars: int = Field(20_000, ge=100, description="The answer is searched in this many final chars.")
 
+    code_enabled: bool = Field(
+        True, description="Score code: start the sandbox. False: a math/format-only service; code items get 422."
+    )
     sandbox_backend: Literal["local", "docker"] = Field(
         "local", description="Where model-written code runs: bubblewrap/rlimits on this host, or Docker containers."
     )
@@ -66,3 +71,28 @@ class VerifierSettings(BaseSettings):
         if self.math_timeout_s >= self.batch_timeout_s:
             raise ValueError("VERIFIER_MATH_TIMEOUT_S must be shorter than VERIFIER_BATCH_TIMEOUT_S")
         return self
+
+
+ENV_PREFIX = "VERIFIER_"
+# VERIFIER_* names that other parts of the project read (compose, the client, the tests): not the service's, not typos.
+NOT_SERVICE_SETTINGS = frozenset({"VERIFIER_BIND", "VERIFIER_HOST_PORT", "VERIFIER_IMAGE", "VERIFIER_TEST_BASE_IMAGE"})
+
+
+def setting_names() -> list[str]:
+    """Every environment variable the service reads, e.g. VERIFIER_API_KEY, VERIFIER_SANDBOX__POOL_SIZE."""
+    names = [ENV_PREFIX + name.upper() for name in VerifierSettings.model_fields]
+    names += [f"{ENV_PREFIX}SANDBOX__{name.upper()}" for name in SandboxSettings.model_fields]
+    return names
+
+
+def unknown_settings(environ: Mapping[str, str]) -> dict[str, str | None]:
+    """VERIFIER_* variables in `environ` that set nothing (a mistyped VERIFIER_APIKEY would silently run without
+    auth), each with the closest real name, if one is close."""
+    known = setting_names()
+    unknown: dict[str, str | None] = {}
+    for name in environ:
+        upper = name.upper()
+        if upper.startswith(ENV_PREFIX) and upper not in known and upper not in NOT_SERVICE_SETTINGS:
+            close = difflib.get_close_matches(upper, known, n=1, cutoff=0.85)
+            unknown[name] = close[0] if close else None
+    return unknown

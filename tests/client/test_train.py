@@ -199,7 +199,7 @@ def test_grpo_trains_two_steps_on_cpu_scored_by_the_verifier(
     steps = train_and_read_logs(e2e_server, tiny_model, tmp_path)
     counters = server_counters(e2e_server)
     # 2 steps x 2 reward functions, each one request with the step's 4 completions
-    assert counters['verifier_requests_total{status="ok"}'] == 4
+    assert counters['verifier_requests_total{status="200"}'] == 4
     assert sum(v for k, v in counters.items() if k.startswith("verifier_items_total")) == 16
     for entry in steps:
         for name in ("verifier_math", "verifier_format"):
@@ -227,7 +227,7 @@ def test_grpo_with_one_combined_async_reward(e2e_server: Server, tiny_model: Pat
     steps = train_and_read_logs(
         e2e_server, tiny_model, tmp_path, "--combined_reward", "true", "--async_rewards", "true"
     )
-    assert server_counters(e2e_server)['verifier_requests_total{status="ok"}'] == 2  # one request per step
+    assert server_counters(e2e_server)['verifier_requests_total{status="200"}'] == 2  # one request per step
     for entry in steps:
         assert "rewards/verifier/mean" in entry and entry["verifier/null_rate"] == 0.0
         assert "verifier/math/wrong" in entry and "verifier/format/ok" in entry

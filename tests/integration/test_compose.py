@@ -273,5 +273,5 @@ def ready(url: str) -> bool:
 
 def requests_served(url: str) -> float:
     metrics = httpx.get(f"{url}/metrics", timeout=10).text
-    found = re.search(r'^verifier_requests_total\{status="ok"\} (\S+)$', metrics, re.M)
+    found = re.search(r'^verifier_requests_total\{status="200"\} (\S+)$', metrics, re.M)
     return float(found.group(1)) if found else 0.0

@@ -1,0 +1,106 @@
+"""Bad input through a real server: a 422 that names the field and what is allowed, never the value, and stays small;
+weights that could not make a finite reward are refused; booleans are booleans; the key is checked first."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Server, running_server
+
+SECRET = "s3cr3t-input-value"
+
+
+def post(url: str, body: Any, **kwargs: Any) -> httpx.Response:
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    headers = {"content-type": "application/json", **kwargs.pop("headers", {})}
+    return httpx.post(f"{url}/v1/score", content=content, headers=headers, timeout=60, **kwargs)
+
+
+def item(**extra: Any) -> dict[str, Any]:
+    return {"completion": "<think>a</think>4", "math": {"gold": "4"}, **extra}
+
+
+CODE = {"tests": [{"type": "call", "fn": "f", "expected": 1}]}
+ECHOES = {
+    "an unknown field": ([item(**{SECRET: 1})], "items.0", "allowed: completion, id, prompt, math, code, format"),
+    "an unknown option": (
+        [item(math={"gold": "4", "options": {SECRET: True}})],
+        "items.0.math.options",
+        "allowed: extraction, gold_extraction, boxed_priority",
+    ),
+    "an unknown test type": (
+        [item(code={"tests": [{"type": SECRET, "stdout": ""}]})],
+        "items.0.code.tests.0",
+        "unknown 'type'; allowed: 'stdio', 'call', 'assert'",
+    ),
+    "an unknown weight key": ([item(weights={SECRET: 1.0})], "items.0.weights", "'math', 'code' or 'format'"),
+    "a weight for an unrequested component": ([item(weights={"code": 1.0})], "items.0", "does not request: code"),
+    "a bad value": (
+        [item(math={"gold": "4", "options": {"language": SECRET}})],
+        "items.0.math.options.language",
+        "'en'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(ECHOES), ids=list(ECHOES))
+def test_a_422_names_the_field_and_what_is_allowed_never_the_value(server: Server, case: str) -> None:
+    items, where, allowed = ECHOES[case]
+    response = post(server.url, {"items": items})
+    assert response.status_code == 422, response.text
+    assert SECRET not in response.text
+    body = response.json()
+    assert where in body["detail"] and allowed in body["detail"], body["detail"]
+    assert any(error["loc"] == where for error in body["errors"]), body["errors"]
+
+
+def test_an_error_body_stays_small_whatever_the_request(server: Server) -> None:
+    """A megabyte-long unknown key, and ten thousand bad items, answer in a few kB."""
+    huge_key = "k" * 1_000_000
+    response = post(server.url, {"items": [item(**{huge_key: 1})]})
+    assert response.status_code == 422 and len(response.content) < 4096, len(response.content)
+    many = post(server.url, {"items": [{"completion": 1, "format": {}}] * 10_000})
+    assert many.status_code == 422 and len(many.content) < 8192, len(many.content)
+    assert "(and 9995 more)" in many.json()["detail"] and len(many.json()["errors"]) == 20
+
+
+@pytest.mark.parametrize("weight", ["NaN", "Infinity", "-Infinity", "1e308", "-1e308", "1e7"])
+def test_weights_that_cannot_make_a_finite_reward_are_refused(server: Server, weight: str) -> None:
+    body = '{"items": [{"completion": "<think>a</think>4", "math": {"gold": "4"}, "format": {}, '
+    body += f'"weights": {{"math": {weight}, "format": {weight}}}}}]}}'
+    response = post(server.url, body.encode())
+    assert response.status_code == 422, response.text
+    assert "items.0.weights.math" in response.json()["detail"]
+
+
+def test_the_largest_weights_still_make_a_finite_reward(server: Server) -> None:
+    items = [item(format={}, weights={"math": 1e6, "format": 1e6}), item(format={}, weights={"math": -1e6})]
+    response = post(server.url, {"items": items})
+    assert response.status_code == 200, response.text
+    rewards = [(r["reward"], r["status"]) for r in response.json()["results"]]
+    assert rewards == [(2e6, "ok"), (-1e6 + 1.0, "ok")]
+
+
+@pytest.mark.parametrize(
+    "options", [{"require_answer": 0}, {"prefilled": "true"}, {"prefilled": 1}, {"require_answer": "no"}]
+)
+def test_booleans_are_json_booleans(server: Server, options: dict[str, Any]) -> None:
+    response = post(server.url, {"items": [{"completion": "x", "format": options}]})
+    assert response.status_code == 422, response.text
+    assert "Input should be a valid boolean" in response.json()["detail"]
+    strict = post(server.url, {"items": [item(math={"gold": "4", "options": {"strict": 1}})]})
+    assert strict.status_code == 422
+
+
+def test_the_api_key_is_checked_before_the_body(tmp_path: Any) -> None:
+    with running_server(tmp_path, api_key="k3y", math_workers=1) as server:
+        assert post(server.url, b"{not json").status_code == 401
+        assert post(server.url, {"items": []}).status_code == 401
+        authed = post(server.url, b"{not json", headers={"Authorization": "Bearer k3y"})
+        assert authed.status_code == 422
+        refused = post(server.url, {"items": [item()]}, headers={"Authorization": "Basic k3y"})
+        assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"

@@ -1,0 +1,100 @@
+"""What an operator sees, through a real server: the start-up log, the access log, /metrics by status, a client that
+goes away, and a math-only deployment."""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import Server, running_server
+
+BOMB = {"completion": "\\boxed{9^{9^{9^{9}}}}", "math": {"gold": "5"}}
+
+
+def counters(server: Server) -> dict[str, float]:
+    text = httpx.get(f"{server.url}/metrics").text
+    return {m[1]: float(m[2]) for m in re.finditer(r'^verifier_requests_total\{status="(\d+)"\} (\S+)$', text, re.M)}
+
+
+def wait_for(condition: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def test_start_up_names_unknown_settings_and_auth_and_probes_stay_out_of_the_access_log(tmp_path: Path) -> None:
+    with running_server(tmp_path, apikey="typo", sandbox__poolsize="1", log_level="info", math_workers=1) as server:
+        for _ in range(3):
+            httpx.get(f"{server.url}/healthz")
+            httpx.get(f"{server.url}/readyz")
+        httpx.post(f"{server.url}/v1/score", json={"items": [{"completion": "x", "format": {}}]})
+        log = server.output()
+    assert "VERIFIER_APIKEY is not a setting of the verifier and changes nothing; did you mean VERIFIER_API_KEY?" in log
+    assert "VERIFIER_SANDBOX__POOLSIZE is not a setting" in log and "VERIFIER_SANDBOX__POOL_SIZE?" in log
+    assert "auth: off (no VERIFIER_API_KEY)" in log
+    assert '"POST /v1/score HTTP/1.1" 200' in log
+    assert "/healthz" not in log and "/readyz" not in log
+
+
+def test_auth_on_is_logged(tmp_path: Path) -> None:
+    with running_server(tmp_path, api_key="k", log_level="info", math_workers=1) as server:
+        log = server.output()
+    assert "auth: on (VERIFIER_API_KEY)" in log and "is not a setting" not in log
+
+
+def test_metrics_count_every_answer_by_status_and_a_dropped_body_is_no_error(tmp_path: Path) -> None:
+    with running_server(tmp_path, api_key="k", math_workers=1, max_request_bytes=100_000) as server:
+        key = {"Authorization": "Bearer k"}
+        httpx.post(f"{server.url}/v1/score", json={"items": [{"completion": "x", "format": {}}]}, headers=key)
+        httpx.post(f"{server.url}/v1/score", json={"items": []}, headers=key)
+        httpx.post(f"{server.url}/v1/score", json={"items": []})
+        httpx.post(f"{server.url}/v1/score", content=b"x" * 200_000, headers=key)
+        port = int(server.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as conn:  # promises 50 kB, sends 10 bytes, hangs up
+            conn.sendall(
+                b"POST /v1/score HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\n"
+                b'Content-Type: application/json\r\nContent-Length: 50000\r\n\r\n{"items":'
+            )
+        wait_for(lambda: "499" in counters(server), 10, f"the dropped request is not counted: {counters(server)}")
+        assert counters(server) == {"200": 1.0, "422": 1.0, "401": 1.0, "413": 1.0, "499": 1.0}
+        log = server.output()
+    assert "Traceback" not in log and "unhandled error" not in log and "ERROR" not in log, log
+
+
+@pytest.mark.timeout(120)
+def test_a_client_that_goes_away_has_its_work_cancelled(tmp_path: Path) -> None:
+    """The client gives up after a second; the worker stuck on its item is freed then, not at the 60 s deadline."""
+    with running_server(tmp_path, math_workers=1, math_timeout_s=60, batch_timeout_s=120) as server:
+        [pid] = httpx.get(f"{server.url}/readyz").json()["math_workers"]["pids"]
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{server.url}/v1/score", json={"items": [BOMB]}, timeout=httpx.Timeout(60, read=1.0))
+        wait_for(lambda: counters(server).get("499") == 1.0, 20, f"not cancelled: {counters(server)}")
+        ready = httpx.get(f"{server.url}/readyz")
+        wait_for(lambda: httpx.get(f"{server.url}/readyz").status_code == 200, 20, "no fresh worker")
+        ready = httpx.get(f"{server.url}/readyz")
+        assert pid not in ready.json()["math_workers"]["pids"]
+        later = httpx.post(f"{server.url}/v1/score", json={"items": [{"completion": "7", "math": {"gold": "7"}}]})
+        assert later.json()["results"][0]["reward"] == 1.0
+
+
+def test_a_math_only_deployment_is_ready_and_refuses_code_items(tmp_path: Path) -> None:
+    with running_server(tmp_path, code_enabled="false", math_workers=1) as server:
+        ready = httpx.get(f"{server.url}/readyz")
+        assert ready.status_code == 200
+        assert ready.json()["sandbox"] == {
+            "enabled": False, "ready": True, "detail": "code scoring is off (CODE_ENABLED)"
+        }  # fmt: skip
+        code = {"completion": "```python\nprint(1)\n```", "code": {"tests": [{"type": "stdio", "stdout": "1"}]}}
+        math = {"completion": "7", "math": {"gold": "7"}}
+        refused = httpx.post(f"{server.url}/v1/score", json={"items": [math, code]})
+        assert refused.status_code == 422
+        assert refused.json()["errors"][0]["loc"] == "items.1.code"
+        assert "VERIFIER_CODE_ENABLED=false" in refused.json()["detail"]
+        answered = httpx.post(f"{server.url}/v1/score", json={"items": [math]})
+        assert answered.json()["results"][0]["reward"] == 1.0
