@@ -32,7 +32,9 @@ def serve(settings: VerifierSettings) -> None:
 
 
 def main() -> None:
-    serve(VerifierSettings())
+    from verifier_service.cli import settings_or_exit
+
+    serve(settings_or_exit({}))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,7 @@
-"""The application factory. Resources (the worker pool) live in the lifespan, never at import time."""
+"""The application factory. Resources (the worker pool, the sandbox) live in the lifespan, never at import time."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -13,41 +12,16 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi_offline import FastAPIOffline
 
-from sandbox import Executor, Limits, SandboxConfig, create_executor
 from verifier_service import __version__
-from verifier_service.engine import Engine
 from verifier_service.errors import install_error_handlers
 from verifier_service.limits import BodySizeLimit
 from verifier_service.metrics import CountResponses, Metrics
-from verifier_service.pool import WorkerPool
 from verifier_service.routes import router
+from verifier_service.runtime import Runtime
 from verifier_service.schema import ScoreRequest, ScoreResponse
 from verifier_service.settings import VerifierSettings, unknown_settings
 
 log = logging.getLogger(__name__)
-
-MATH_TASK = "verifier_service.scoring.math:verify_math"
-
-
-def sandbox_config(settings: VerifierSettings) -> SandboxConfig:
-    box = settings.sandbox
-    maxima = Limits(
-        wall_s=box.max_wall_s,
-        cpu_s=box.max_wall_s,
-        memory_mb=box.max_memory_mb,
-        max_processes=box.max_processes,
-        max_file_mb=box.max_file_mb,
-        max_output_bytes=box.max_output_bytes,
-    )
-    return SandboxConfig(
-        pool_size=box.pool_size,
-        max_limits=maxima,
-        jobs_per_sandbox=box.jobs_per_sandbox,
-        image=box.image,
-        pool_name=box.pool_name,
-        uid_base=box.uid_base,
-        require_isolation=box.require_isolation,
-    )
 
 
 def create_app(settings: VerifierSettings | None = None) -> FastAPI:
@@ -56,19 +30,13 @@ def create_app(settings: VerifierSettings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         log_settings(settings)
-        pool = WorkerPool(settings.math_workers, MATH_TASK)
-        executor: Executor | None = None
-        if settings.code_enabled:
-            executor = create_executor(settings.sandbox_backend, sandbox_config(settings))
-        app.state.pool, app.state.executor = pool, executor
-        app.state.engine = Engine(settings, pool, app.state.metrics, executor)
-        await asyncio.gather(pool.start(), *([executor.start()] if executor else []))
-        sandbox = executor.status() if executor else "off (VERIFIER_CODE_ENABLED=false: code items get 422)"
-        log.info("verifier ready: %d math workers, sandbox %s", settings.math_workers, sandbox)
+        runtime = Runtime(settings, app.state.metrics)
+        app.state.runtime = runtime
+        await runtime.start()
         try:
             yield
         finally:
-            await asyncio.gather(pool.close(), *([executor.close()] if executor else []))
+            await runtime.close()
 
     # FastAPIOffline: /docs and /redoc load Swagger UI and ReDoc from files in the package, not from a CDN.
     app = FastAPIOffline(

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from verifier_service.engine import Engine
 from verifier_service.errors import CLIENT_CLOSED
 from verifier_service.metrics import Metrics
+from verifier_service.runtime import Runtime, item_problem
 from verifier_service.schema import ErrorResponse, ScoreRequest, ScoreResponse
 from verifier_service.settings import VerifierSettings
 
@@ -36,7 +37,7 @@ async def _settings(request: Request) -> VerifierSettings:
 
 
 async def _engine(request: Request) -> Engine:
-    return request.app.state.engine
+    return request.app.state.runtime.engine
 
 
 async def _metrics(request: Request) -> Metrics:
@@ -68,26 +69,23 @@ async def require_api_key(
 
 
 def check_limits(request: ScoreRequest, settings: VerifierSettings) -> None:
-    if not settings.code_enabled:
-        off = [index for index, item in enumerate(request.items) if item.code is not None]
-        if off:
-            msg = "code scoring is off on this server (VERIFIER_CODE_ENABLED=false); send math or format items"
-            raise RequestValidationError(
-                [{"loc": ("items", i, "code"), "msg": msg, "type": "value_error"} for i in off]
-            )
+    """What the schema cannot say: 413 for a batch or a completion over the limits, 422 for an item this server does
+    not score (code, when code is off)."""
     if len(request.items) > settings.max_batch_items:
         raise HTTPException(
             413,
             f"{len(request.items)} items in one request; the limit is {settings.max_batch_items} "
             "(VERIFIER_MAX_BATCH_ITEMS): split the batch",
         )
+    refused = []
     for index, item in enumerate(request.items):
-        if len(item.completion) > settings.max_completion_chars:
-            raise HTTPException(
-                413,
-                f"items.{index}.completion has {len(item.completion)} characters; the limit is "
-                f"{settings.max_completion_chars} (VERIFIER_MAX_COMPLETION_CHARS)",
-            )
+        problem = item_problem(item, settings)
+        if problem is not None and problem[0] == "completion":
+            raise HTTPException(413, f"items.{index}.completion {problem[1]}")
+        if problem is not None:
+            refused.append({"loc": ("items", index, problem[0]), "msg": problem[1], "type": "value_error"})
+    if refused:
+        raise RequestValidationError(refused)
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (401, 413, 422)}
@@ -160,22 +158,12 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz")
-async def readyz(request: Request, settings: SettingsDep, metrics: MetricsDep) -> JSONResponse:
+async def readyz(request: Request) -> JSONResponse:
     """Ready when every math worker is up and the sandbox can run code (unless code is off); 503 otherwise."""
-    pool = getattr(request.app.state, "pool", None)
-    executor = getattr(request.app.state, "executor", None)
-    pids = pool.pids() if pool is not None else []
-    metrics.workers_alive.set(len(pids))
-    if not settings.code_enabled:
-        sandbox: dict[str, Any] = {"enabled": False, "ready": True, "detail": "code scoring is off (CODE_ENABLED)"}
-    else:
-        sandbox = {"enabled": True, **(executor.status() if executor is not None else {"ready": False})}
-    ready = pool is not None and pool.ready and bool(sandbox.get("ready"))
-    body = {
-        "status": "ready" if ready else "starting",
-        "math_workers": {"alive": len(pids), "pids": pids},
-        "sandbox": sandbox,
-    }
+    runtime: Runtime | None = getattr(request.app.state, "runtime", None)
+    if runtime is None:  # before the lifespan started it
+        return JSONResponse({"status": "starting"}, status_code=503)
+    ready, body = runtime.readiness()
     return JSONResponse(body, status_code=200 if ready else 503)
 
 

@@ -1,0 +1,130 @@
+"""`reward-verifier serve`, `reward-verifier score FILE.jsonl` and the in-process `score()`: the console script as pip
+installed it, real math workers and a real sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Server, free_port, wait_ready
+from verifier_service import AsyncVerifier, Verifier, score
+from verifier_service.schema import MathSpec, ScoreItem
+
+CLI = Path(sys.executable).with_name("reward-verifier")
+ENV = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")} | {"VERIFIER_MATH_WORKERS": "1"}
+ADD = "<think>add</think>```python\ndef add(a, b):\n    return a + b\n```"
+ITEMS: list[Any] = [
+    {"id": "right", "completion": "<think>6*7</think>The answer is 42.", "math": {"gold": "42"}, "format": {}},
+    {"id": "wrong", "completion": "It is 41.", "math": {"gold": "42"}},
+    "",
+    {"id": "bad", "completion": "x", "math": {"gold": "1"}, "s3cret_key": 1},
+    "{not json",
+    {
+        "id": "code",
+        "completion": ADD,
+        "code": {"tests": [{"type": "call", "fn": "add", "args": [1, 2], "expected": 3}]},
+    },
+]
+
+
+def write_items(path: Path) -> Path:
+    path.write_text("".join((json.dumps(i) if isinstance(i, dict) else i) + "\n" for i in ITEMS))
+    return path
+
+
+def test_the_console_script_is_installed() -> None:
+    assert CLI.is_file(), "pip install -e . installs reward-verifier next to python"
+    done = subprocess.run([str(CLI), "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "serve" in done.stdout and "score" in done.stdout
+
+
+@pytest.mark.timeout(180)
+def test_score_a_file_in_order_with_a_summary(tmp_path: Path) -> None:
+    out = tmp_path / "results.jsonl"
+    done = subprocess.run(
+        [str(CLI), "score", str(write_items(tmp_path / "items.jsonl")), "-o", str(out)],
+        capture_output=True, text=True, timeout=150, env=ENV,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr  # two lines were not items
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in results] == ["right", "wrong", "bad", None, "code"]  # the blank line gives none
+    assert [r["reward"] for r in results] == [2.0, 0.0, None, None, 1.0]
+    assert results[0]["components"]["math"]["verdict"] == "correct"
+    assert results[4]["components"]["code"]["tests"] == [{"verdict": "passed", "detail": None}]
+    assert results[2]["error"] == "line 4: unknown field; allowed: completion, id, prompt, math, code, format, weights"
+    assert results[3]["error"].startswith("line 5: Invalid JSON")
+    assert "s3cret" not in out.read_text() + done.stderr
+    assert "5/5 items" in done.stderr
+    assert "5 items: 3 ok, 2 error (2 invalid lines); mean reward 1" in done.stderr
+    assert "math: correct 1, wrong 1" in done.stderr and "code: passed 1" in done.stderr
+
+
+@pytest.mark.timeout(180)
+def test_score_reads_stdin_and_writes_stdout_and_honours_settings(tmp_path: Path) -> None:
+    lines = write_items(tmp_path / "items.jsonl").read_text()
+    env = ENV | {"VERIFIER_CODE_ENABLED": "false"}
+    done = subprocess.run(
+        [str(CLI), "score", "-", "-q"], input=lines, capture_output=True, text=True, timeout=150, env=env
+    )
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(results) == 5 and results[4]["id"] == "code" and results[4]["status"] == "error"
+    assert "VERIFIER_CODE_ENABLED=false" in results[4]["error"]
+    assert "items," not in done.stderr  # -q: no progress line
+
+
+@pytest.mark.timeout(120)
+def test_serve_starts_the_service(tmp_path: Path) -> None:
+    port = free_port()
+    env = ENV | {"VERIFIER_CODE_ENABLED": "false"}
+    with (tmp_path / "serve.log").open("wb") as log:
+        process = subprocess.Popen([str(CLI), "serve", "--port", str(port)], env=env, stdout=log, stderr=log)
+    try:
+        wait_ready(Server(f"http://127.0.0.1:{port}", process, tmp_path / "serve.log"), timeout=60)
+        body = {"items": [{"completion": "7", "math": {"gold": "7"}}]}
+        assert httpx.post(f"http://127.0.0.1:{port}/v1/score", json=body).json()["results"][0]["reward"] == 1.0
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_bad_settings_are_named_not_a_traceback() -> None:
+    done = subprocess.run(
+        [str(CLI), "serve"], capture_output=True, text=True, timeout=60, env=ENV | {"VERIFIER_PORT": "0"}
+    )
+    assert done.returncode != 0
+    assert "reward-verifier: invalid settings: port:" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.timeout(120)
+def test_in_process_score_and_a_reusable_verifier() -> None:
+    item = ScoreItem(completion="The answer is 4.", math=MathSpec(gold="4"))
+    [result] = score([item], math_workers=1, code_enabled=False)
+    assert result.reward == 1.0
+    with Verifier(math_workers=1, code_enabled=False) as verifier:
+        assert verifier.status()["status"] == "ready"
+        first = verifier.score([{"completion": "\\boxed{\\frac{1}{2}}", "math": {"gold": "0.5"}}] * 3)
+        second = verifier.score([item, {"completion": "<think>x</think>y", "format": {}}])
+        assert [r.reward for r in first + second] == [1.0, 1.0, 1.0, 1.0, 1.0]
+        with pytest.raises(ValueError, match=r"items\.1: unknown field") as refused:
+            verifier.score([item, {"completion": "x", "format": {}, "s3cret": 1}])
+        assert "s3cret" not in str(refused.value)
+        with pytest.raises(ValueError, match=r"items\.0\.code: code scoring is off"):
+            verifier.score([{"completion": "x", "code": {"tests": [{"type": "stdio", "stdout": ""}]}}])
+
+
+@pytest.mark.timeout(120)
+def test_the_async_verifier() -> None:
+    async def main() -> list[Any]:
+        async with AsyncVerifier(math_workers=1, code_enabled=False) as verifier:
+            return await verifier.score([{"completion": "x = 3", "math": {"gold": "3"}}])
+
+    [result] = asyncio.run(main())
+    assert result.reward == 1.0

@@ -1,0 +1,85 @@
+"""The verifier's working parts apart from HTTP: the math worker pool, the sandbox executor (unless code is off) and
+the engine over them, started and stopped together. The app's lifespan owns one; so does the in-process `Verifier`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from sandbox import Executor, Limits, SandboxConfig, create_executor
+from verifier_service.engine import Engine
+from verifier_service.metrics import Metrics
+from verifier_service.pool import WorkerPool
+from verifier_service.schema import ScoreItem
+from verifier_service.settings import VerifierSettings
+
+log = logging.getLogger(__name__)
+
+MATH_TASK = "verifier_service.scoring.math:verify_math"
+CODE_OFF = "code scoring is off on this server (VERIFIER_CODE_ENABLED=false); send math or format items"
+
+
+def sandbox_config(settings: VerifierSettings) -> SandboxConfig:
+    box = settings.sandbox
+    maxima = Limits(
+        wall_s=box.max_wall_s,
+        cpu_s=box.max_wall_s,
+        memory_mb=box.max_memory_mb,
+        max_processes=box.max_processes,
+        max_file_mb=box.max_file_mb,
+        max_output_bytes=box.max_output_bytes,
+    )
+    return SandboxConfig(
+        pool_size=box.pool_size,
+        max_limits=maxima,
+        jobs_per_sandbox=box.jobs_per_sandbox,
+        image=box.image,
+        pool_name=box.pool_name,
+        uid_base=box.uid_base,
+        require_isolation=box.require_isolation,
+    )
+
+
+def item_problem(item: ScoreItem, settings: VerifierSettings) -> tuple[str, str] | None:
+    """(field, why) when this server refuses an item that the schema accepts, else None."""
+    if len(item.completion) > settings.max_completion_chars:
+        chars, limit = len(item.completion), settings.max_completion_chars
+        return "completion", f"has {chars} characters; the limit is {limit} (VERIFIER_MAX_COMPLETION_CHARS)"
+    if item.code is not None and not settings.code_enabled:
+        return "code", CODE_OFF
+    return None
+
+
+class Runtime:
+    def __init__(self, settings: VerifierSettings, metrics: Metrics | None = None) -> None:
+        self.settings = settings
+        self.metrics = metrics or Metrics()
+        self.pool = WorkerPool(settings.math_workers, MATH_TASK)
+        self.executor: Executor | None = None
+        if settings.code_enabled:
+            self.executor = create_executor(settings.sandbox_backend, sandbox_config(settings))
+        self.engine = Engine(settings, self.pool, self.metrics, self.executor)
+
+    async def start(self) -> None:
+        await asyncio.gather(self.pool.start(), *([self.executor.start()] if self.executor else []))
+        log.info("verifier ready: %d math workers, sandbox %s", self.settings.math_workers, self.sandbox_status())
+
+    async def close(self) -> None:
+        await asyncio.gather(self.pool.close(), *([self.executor.close()] if self.executor else []))
+
+    def sandbox_status(self) -> dict[str, Any]:
+        if self.executor is None:
+            return {"enabled": False, "ready": True, "detail": "code scoring is off (CODE_ENABLED)"}
+        return {"enabled": True, **self.executor.status()}
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        """Ready when every math worker is up and the sandbox can run code (unless code is off); and what /readyz
+        shows."""
+        pids = self.pool.pids()
+        self.metrics.workers_alive.set(len(pids))
+        sandbox = self.sandbox_status()
+        ready = self.pool.ready and bool(sandbox.get("ready"))
+        body = {"status": "ready" if ready else "starting", "math_workers": {"alive": len(pids), "pids": pids}}
+        return ready, {**body, "sandbox": sandbox}

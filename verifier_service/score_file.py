@@ -1,0 +1,178 @@
+"""`reward-verifier score FILE.jsonl`: score a JSONL file of items with no server, in order, in bounded memory.
+
+Each non-blank input line is one item of the wire format (a `ScoreItem`); each gives one output line, an
+`ItemResult` in the same order. A line that is not a valid item gives a result with `status: "error"`, no components
+and an `error` naming the line and the field (never its value); the other lines are scored all the same.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from pydantic import ValidationError
+
+from verifier_service.inprocess import AsyncVerifier
+from verifier_service.problems import summarize
+from verifier_service.runtime import item_problem
+from verifier_service.schema import ItemResult, ScoreItem
+from verifier_service.settings import VerifierSettings
+
+
+@dataclass
+class Summary:
+    """What the file held: statuses, verdicts per component, invalid lines, and the mean of the non-null rewards."""
+
+    statuses: Counter[str] = field(default_factory=Counter)
+    verdicts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    invalid: int = 0
+    reward_sum: float = 0.0
+    rewarded: int = 0
+
+    def add(self, result: ItemResult) -> None:
+        self.statuses[result.status] += 1
+        self.verdicts.update((name, part.verdict) for name, part in result.components.items())
+        if result.reward is not None:
+            self.reward_sum, self.rewarded = self.reward_sum + result.reward, self.rewarded + 1
+
+    def lines(self) -> list[str]:
+        total = sum(self.statuses.values())
+        mean = f"{self.reward_sum / self.rewarded:.4g}" if self.rewarded else "n/a"
+        out = [f"{total} items: {self.statuses['ok']} ok, {self.statuses['error']} error "
+               f"({self.invalid} invalid lines); mean reward {mean}"]  # fmt: skip
+        for component in sorted({name for name, _ in self.verdicts}):
+            counts = sorted((-n, v) for (c, v), n in self.verdicts.items() if c == component)  # most first
+            out.append(f"  {component}: " + ", ".join(f"{verdict} {-n}" for n, verdict in counts))
+        return out
+
+
+class Progress:
+    """A progress line on stderr: redrawn in place on a terminal, else a line every 10 seconds."""
+
+    def __init__(self, total: int | None, stream: IO[str], enabled: bool = True) -> None:
+        self.total, self.stream, self.enabled = total, stream, enabled
+        self.tty = stream.isatty()
+        self.started = self.last = time.monotonic()
+        self.done = 0
+
+    def update(self, count: int) -> None:
+        self.done += count
+        now = time.monotonic()
+        if self.enabled and (self.tty or now - self.last >= 10):
+            self.last = now
+            self.stream.write(("\r" if self.tty else "") + self.text() + ("" if self.tty else "\n"))
+            self.stream.flush()
+
+    def finish(self) -> None:
+        if self.enabled:
+            self.stream.write(("\r" if self.tty else "") + self.text() + "\n")
+
+    def text(self) -> str:
+        rate = self.done / max(time.monotonic() - self.started, 1e-9)
+        if not self.total:
+            return f"{self.done} items, {rate:.0f}/s"
+        filled = round(30 * self.done / self.total)
+        return f"[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total} items, {rate:.0f}/s"
+
+
+@dataclass(frozen=True)
+class Line:
+    """One input line: the item, or why it is not one (and its id, if it has a readable one)."""
+
+    item: ScoreItem | None
+    id: str | None = None
+    error: str | None = None
+
+
+def read_items(lines: Iterable[str], settings: VerifierSettings) -> Iterator[Line]:
+    """Every non-blank line, as an item to score or as the reason it cannot be scored."""
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            item = ScoreItem.model_validate_json(text)
+        except ValidationError as exc:
+            error = summarize(exc.errors(include_input=False), ScoreItem, f"line {number}")
+            yield Line(None, _readable_id(text), error)
+            continue
+        problem = item_problem(item, settings)
+        yield Line(item) if problem is None else Line(None, item.id, f"line {number}.{problem[0]}: {problem[1]}")
+
+
+def _readable_id(text: str) -> str | None:
+    try:
+        found = json.loads(text).get("id")
+    except (ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) and len(found) <= 256 else None
+
+
+async def score_lines(
+    verifier: AsyncVerifier, lines: Iterable[str], out: IO[str], progress: Progress, chunk_size: int
+) -> Summary:
+    """Score the items of `lines` in chunks, writing one result line per item to `out` in order."""
+    summary = Summary()
+    chunk: list[Line] = []
+
+    async def flush() -> None:
+        items = [line.item for line in chunk if line.item is not None]
+        scored = iter(await verifier.score(items) if items else [])
+        for line in chunk:
+            if line.item is not None:
+                result = next(scored)
+                summary.add(result)
+                out.write(result.model_dump_json() + "\n")
+            else:
+                summary.statuses["error"] += 1
+                summary.invalid += 1
+                refused: dict[str, Any] = {
+                    "id": line.id,
+                    "reward": None,
+                    "status": "error",
+                    "components": {},
+                    "error": line.error,
+                }
+                out.write(json.dumps(refused) + "\n")
+        out.flush()
+        progress.update(len(chunk))
+        chunk.clear()
+
+    for line in read_items(lines, verifier.settings):
+        chunk.append(line)
+        if len(chunk) >= chunk_size:
+            await flush()
+    if chunk:
+        await flush()
+    progress.finish()
+    return summary
+
+
+def count_lines(path: str) -> int | None:
+    if path == "-":
+        return None
+    with open(path, "rb") as f:
+        return sum(1 for line in f if line.strip())
+
+
+async def score_file(
+    path: str, output: str, settings: VerifierSettings, *, chunk_size: int = 256, quiet: bool = False
+) -> Summary:
+    """Score the JSONL file `path` ("-": stdin) into `output` ("-": stdout); a summary goes to stderr."""
+    progress = Progress(count_lines(path), sys.stderr, enabled=not quiet)
+    source = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
+    sink = sys.stdout if output == "-" else open(output, "w", encoding="utf-8")  # noqa: SIM115
+    try:
+        async with AsyncVerifier(settings) as verifier:
+            summary = await score_lines(verifier, source, sink, progress, chunk_size)
+    finally:
+        for stream in (source, sink):
+            if stream not in (sys.stdin, sys.stdout):
+                stream.close()
+    for line in summary.lines():
+        print(line, file=sys.stderr)
+    return summary
