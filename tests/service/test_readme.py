@@ -17,6 +17,18 @@ def test_readme_python_example(server: Server) -> None:
     assert namespace["rewards"] == [2.0, 1.0]
 
 
+def test_readme_in_process_example() -> None:
+    readme = (ROOT / "README.md").read_text()
+    [code] = [
+        block
+        for block in re.findall(r"```python\n(.*?)```", readme, re.S)
+        if "from verifier_service import Verifier" in block
+    ]
+    namespace: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert namespace["rewards"] == [2.0, 2.0, 2.0]
+
+
 def test_readme_starts_with_the_two_commands() -> None:
     readme = (ROOT / "README.md").read_text()
     first_block = re.search(r"```bash\n(.*?)```", readme, re.S)

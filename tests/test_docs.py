@@ -1,0 +1,63 @@
+"""The documentation points only at files that exist: every link, every backticked path and every *.md named in a
+Markdown file of the repository resolves, except references to other projects' files, listed here."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# Files of other projects that our docs cite by their path there.
+ELSEWHERE = {
+    "trl/rewards/accuracy_rewards.py",  # huggingface/trl, in bench/README.md
+    "tests/test_all.py",  # huggingface/Math-Verify, in tests/data/README.md
+    "bench/results/",  # git-ignored: where the benchmarks write their JSON
+}
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+# `a/b.py`, `b.md`, `a/b/` (a folder); not `rewards/x/mean` (a metric) or `40/9`.
+CODE_PATH = re.compile(r"`([\w.-]+(?:/[\w.-]+)*\.(?:md|py|ya?ml|sh|toml|jsonl|cfg)|[\w.-]+(?:/[\w.-]+)*/)`")
+DOC_NAME = re.compile(r"\b([\w-]+\.md)\b")
+
+
+def markdown_files() -> list[Path]:
+    listed = subprocess.run(["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, check=True)
+    return [ROOT / name for name in listed.stdout.split()]
+
+
+def references(text: str) -> set[str]:
+    found = set(LINK.findall(text)) | set(CODE_PATH.findall(text)) | set(DOC_NAME.findall(text))
+    return {ref for ref in found if not re.match(r"[a-z]+:|/|~|<|\.\.", ref) and "*" not in ref}
+
+
+def resolves(ref: str, doc: Path) -> bool:
+    if ref in ELSEWHERE:
+        return True
+    if (doc.parent / ref).exists() or (ROOT / ref).exists():
+        return True
+    return "/" not in ref and any(ROOT.glob(f"[!.]*/**/{ref}"))  # a bare file name: somewhere in the tree
+
+
+@pytest.mark.parametrize("doc", markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_file_a_doc_names_exists(doc: Path) -> None:
+    missing = sorted(ref for ref in references(doc.read_text()) if not resolves(ref, doc))
+    assert not missing, f"{doc.relative_to(ROOT)} points at files that are not in the repository: {missing}"
+
+
+def test_the_readme_lists_every_setting_with_its_default() -> None:
+    from verifier_service.settings import SandboxSettings, VerifierSettings
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Settings") : readme.index("## Training with TRL")]
+    for model in (VerifierSettings, SandboxSettings):
+        for name, field in model.model_fields.items():
+            if name == "sandbox":
+                continue
+            shown = re.search(rf"`{name.upper()}`\s+\(([^):;]+)", section)
+            assert shown, f"the README's Settings do not list {name.upper()}"
+            if isinstance(field.default, bool):
+                assert shown[1].startswith(str(field.default).lower()), (name, shown[1])
+            elif isinstance(field.default, int | float) and shown[1].strip().replace(".", "").isdigit():
+                assert float(shown[1]) == field.default, (name, shown[1], field.default)
