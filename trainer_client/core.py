@@ -106,14 +106,6 @@ class ClientCore:
             delay = max(delay, min(retry_after, self.config.backoff_max_s))
         return delay
 
-    def readiness(self, response: httpx.Response) -> str | None:
-        """None when the verifier is ready; else why not. A 4xx other than 429 is no verifier at all: raised."""
-        if response.status_code == 200:
-            return None
-        if 400 <= response.status_code < 500 and response.status_code != 429:
-            raise status_error(response.status_code, error_detail(response), f"GET {self.ready_url}")
-        return f"HTTP {response.status_code}: {response.text[:200]}"
-
 
 def error_detail(response: httpx.Response) -> str | None:
     """The server's error message (`{"detail": ...}`), else the start of the body."""

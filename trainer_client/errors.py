@@ -5,7 +5,7 @@
     │   ├── VerifierConnectionError  could not connect, or the connection broke
     │   ├── VerifierTimeoutError     connected, but no answer in time
     │   ├── VerifierServerError      5xx or 429, still failing after the retries  (also a VerifierStatusError)
-    │   └── VerifierNotReadyError    `wait_until_ready` ran out of time
+    │   └── VerifierNotReadyError    `wait_until_ready` ran out of time (nothing listening: a connection error)
     ├── VerifierStatusError          an HTTP error status: `.status_code`, `.detail` (the server's message)
     │   └── VerifierRequestError     4xx: the request is wrong; every retry would fail the same way
     ├── VerifierResponseError        an answer came back but does not follow the wire contract
