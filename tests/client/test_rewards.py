@@ -328,6 +328,28 @@ def test_verdict_and_null_rates_go_to_log_metric(mode: str) -> None:
     assert rec.extra == {"acc/math": ["correct", "gold_unparseable", "wrong", "skipped"]}
 
 
+def test_every_verdict_of_a_component_has_its_own_rate() -> None:
+    from verifier_service.schema import Verdict
+
+    service_failures = {Verdict.INTERNAL_ERROR, Verdict.WORKER_CRASHED, Verdict.DEADLINE_EXCEEDED}
+    listed = [verdict for verdicts in VERDICTS.values() for verdict in verdicts]
+    assert set(listed) | service_failures == set(Verdict)  # a new verdict fails here until it gets a rate
+    assert len(listed) == len(set(listed))
+    code = {"passed", "failed", "no_code", "compile_error", "sandbox_unavailable", "invalid_test"}
+    assert set(VERDICTS["code"]) == code
+
+
+def test_code_verdicts_are_logged_by_name(mode: str) -> None:
+    rec = Recorder()
+    reward = make_reward(mode, FakeVerifier(), "code")
+    tests = [[{"type": "assert", "code": "assert f() == 1"}]] * 3
+    call(reward, completions=["pass", "fail", "pass"], tests=tests, log_metric=rec.log_metric, log_extra=rec.log_extra)
+    assert rec.metrics["verifier_code/code/passed"] == [pytest.approx(2 / 3)]
+    assert rec.metrics["verifier_code/code/failed"] == [pytest.approx(1 / 3)]
+    assert rec.metrics["verifier_code/code/other"] == [0.0] and rec.metrics["verifier_code/code/compile_error"] == [0.0]
+    assert rec.extra == {"verifier_code/code": ["passed", "failed", "passed"]}
+
+
 def test_metric_names_do_not_depend_on_the_batch(mode: str) -> None:
     # TRL averages each name across processes with one collective call per name: every call must log the same set.
     rec_ok, rec_down = Recorder(), Recorder()
