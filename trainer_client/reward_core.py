@@ -13,7 +13,7 @@ from typing import Any
 from trainer_client.errors import VerifierError, VerifierRequestError, VerifierUnavailableError
 from trainer_client.inputs import code_spec, column, completion_text, gold_text
 from trainer_client.metrics import row_verdicts, verdict_metrics
-from verifier_service.schema import COMPONENTS, FormatOptions, ItemResult, MathOptions, MathSpec, ScoreItem
+from verifier_service.schema import COMPONENTS, CodeSpec, FormatOptions, ItemResult, MathOptions, MathSpec, ScoreItem
 
 logger = logging.getLogger("trainer_client")
 
@@ -69,17 +69,15 @@ class RewardCore:
     def prepare(self, completions: Sequence[Any], kwargs: Mapping[str, Any]) -> Batch:
         """One item per completion that has what the components need; rows without it are skipped (reward None)."""
         spec, total = self.spec, len(completions)
-        golds = column(kwargs, spec.gold_column, total) if "math" in spec.components else [None] * total
-        tests = column(kwargs, spec.tests_column, total) if "code" in spec.components else [None] * total
+        golds = column(kwargs, spec.gold_column, total) if "math" in spec.components else None
+        tests = column(kwargs, spec.tests_column, total) if "code" in spec.components else None
+        # HumanEval's tests need the name of the function they check (TRL passes every dataset column)
+        entry_points = kwargs.get("entry_point") if tests is not None else None
         batch = Batch([], [], total)
         for row, completion in enumerate(completions):
-            gold = gold_text(golds[row]) if "math" in spec.components else None
-            code = (
-                code_spec(tests[row], timeout_s=spec.code_timeout_s, memory_mb=spec.code_memory_mb)
-                if "code" in spec.components
-                else None
-            )
-            if ("math" in spec.components and gold is None) or ("code" in spec.components and code is None):
+            gold = gold_text(golds[row]) if golds is not None else None
+            code = self._code(tests[row], entry_points[row] if entry_points else None) if tests is not None else None
+            if (golds is not None and gold is None) or (tests is not None and code is None):
                 continue
             batch.items.append(
                 ScoreItem(
@@ -93,6 +91,16 @@ class RewardCore:
             )
             batch.rows.append(row)
         return batch
+
+    def _code(self, tests: Any, entry_point: str | None) -> CodeSpec | None:
+        spec = self.spec
+        return code_spec(
+            tests,
+            timeout_s=spec.code_timeout_s,
+            memory_mb=spec.code_memory_mb,
+            column=spec.tests_column,
+            entry_point=entry_point,
+        )
 
     def finish(
         self, batch: Batch, results: Sequence[ItemResult] | None, error: VerifierError | None, kwargs: Mapping[str, Any]

@@ -1,4 +1,4 @@
-"""GRPO on GSM8K with the verifier as the reward: `python -m trainer_client.train`.
+"""GRPO with the verifier as the reward: `python -m trainer_client.train`.
 
 TRL script conventions (as `trl/scripts/grpo.py`): `TrlParser` over the script arguments below, `GRPOConfig` and
 `ModelConfig`, so every GRPOConfig flag works (`--max_steps`, `--num_generations`, `--use_vllm`, `--bf16`, ...),
@@ -6,6 +6,9 @@ and `--config run.yaml` reads the same names from a YAML file (command-line flag
 
     python -m trainer_client.train --model_name_or_path Qwen/Qwen2.5-0.5B-Instruct --dataset_name openai/gsm8k \\
         --verifier_url http://127.0.0.1:8088 --output_dir runs/gsm8k --max_steps 200
+
+Data: GSM8K by default; `--prompt_column`, `--solution_column` and `--tests_column` name the columns of other
+datasets (MATH, MBPP, HumanEval: see `trainer_client.data`), and `--reward_components code` trains on code.
 
 Before it loads the data or the model, the script checks the verifier: it waits for `GET /readyz` (progress lines
 say what it waits for), fails after `--verifier_connect_grace` seconds when nothing listens at `--verifier_url`,
@@ -26,13 +29,14 @@ from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser
 
 from trainer_client.client import VerifierClient
 from trainer_client.config import DEFAULT_URL
+from trainer_client.data import Columns, load_prompts
 from trainer_client.errors import (
     VerifierConnectionError,
     VerifierError,
     VerifierNotReadyError,
     VerifierRequestError,
 )
-from trainer_client.gsm8k import HUB_ID, SYSTEM_PROMPT, load_gsm8k
+from trainer_client.gsm8k import HUB_ID
 from trainer_client.rewards import AsyncVerifierReward, VerifierReward
 from verifier_service.schema import COMPONENTS, FormatOptions, ScoreItem
 
@@ -45,7 +49,25 @@ class VerifierScriptArguments(ScriptArguments):
 
     dataset_name: str | None = field(
         default=HUB_ID,
-        metadata={"help": "Hub dataset id (default openai/gsm8k) or a local .json/.jsonl file with its columns."},
+        metadata={"help": "Hub dataset id (default openai/gsm8k) or a local .json/.jsonl file."},
+    )
+    prompt_column: str = field(
+        default="question",
+        metadata={"help": "Column of the prompts: text (the system prompt is added) or a chat (kept as is)."},
+    )
+    solution_column: str = field(
+        default="answer",
+        metadata={
+            "help": "Column of the gold answers, for the math reward: a GSM8K solution ('#### N'), a MATH solution "
+            "(its \\boxed{} answer counts), or a bare answer."
+        },
+    )
+    tests_column: str = field(
+        default="tests",
+        metadata={
+            "help": "Column of the code tests, for the code reward: a list of tests or its JSON string, or a list of "
+            "assert strings (MBPP's test_list); a HumanEval test string when the dataset has an entry_point column."
+        },
     )
     verifier_url: str = field(default=DEFAULT_URL, metadata={"help": "Base URL of the verifier service."})
     verifier_api_key: str | None = field(
@@ -79,7 +101,14 @@ class VerifierScriptArguments(ScriptArguments):
         default=10, metadata={"help": "Stop after this many reward calls in a row got no reward from the verifier."}
     )
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training rows."})
-    system_prompt: str = field(default=SYSTEM_PROMPT, metadata={"help": "System message of every prompt."})
+    system_prompt: str | None = field(
+        default=None,
+        metadata={
+            "help": "System message added to text prompts. Default: with code rewarded and math not, one asking for "
+            "<think> reasoning and then one fenced python block; otherwise one asking for <think> reasoning and "
+            "then the final answer."
+        },
+    )
 
 
 def make_parser() -> TrlParser:
@@ -150,7 +179,13 @@ def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_
     check_verifier(script_args)
     if script_args.dataset_name is None:
         raise ValueError("--dataset_name is required (a hub id such as openai/gsm8k, or a local .json/.jsonl file)")
-    dataset = load_gsm8k(script_args.dataset_name, script_args.dataset_config, script_args.system_prompt)
+    dataset = load_prompts(
+        script_args.dataset_name,
+        script_args.dataset_config,
+        columns=Columns(script_args.prompt_column, script_args.solution_column, script_args.tests_column),
+        components=script_args.reward_components,
+        system_prompt=script_args.system_prompt,
+    )
     train_dataset = dataset[script_args.dataset_train_split]
     if script_args.max_train_samples is not None:
         train_dataset = train_dataset.select(range(min(script_args.max_train_samples, len(train_dataset))))

@@ -229,6 +229,31 @@ def test_malformed_code_tests_in_the_dataset_raise(mode: str) -> None:
         call(reward, completions=["x"], tests=[[{"type": "telepathy"}]])
 
 
+def test_mbpp_assert_lists_and_humaneval_checks_are_assert_tests(mode: str) -> None:
+    fake = FakeVerifier()
+    mbpp = make_reward(mode, fake, "code", tests_column="test_list")
+    assert call(mbpp, completions=["pass"], test_list=[["assert f(1) == 2", "assert f(2) == 3"]]) == [1.0]
+    assert fake.score_bodies[-1]["items"][0]["code"]["tests"] == [
+        {"type": "assert", "code": "assert f(1) == 2"},
+        {"type": "assert", "code": "assert f(2) == 3"},
+    ]
+    humaneval = make_reward(mode, fake, "code", tests_column="test")
+    check = "def check(candidate):\n    assert candidate(1) == 2\n"
+    assert call(humaneval, completions=["pass"], test=[check], entry_point=["inc"]) == [1.0]
+    [test] = fake.score_bodies[-1]["items"][0]["code"]["tests"]
+    assert test["type"] == "assert" and test["code"].startswith(check) and test["code"].rstrip().endswith("check(inc)")
+
+
+def test_a_humaneval_check_without_entry_point_is_a_clear_error(mode: str) -> None:
+    reward = make_reward(mode, FakeVerifier(), "code", tests_column="test")
+    with pytest.raises(ValueError) as caught:
+        call(reward, completions=["x"], test=["def check(candidate):\n    assert candidate(1) == 2\n"])
+    message = str(caught.value)
+    assert "column 'test'" in message and "not JSON" in message and "def check(candidate)" in message
+    assert "check(<entry_point>)" in message and "entry_point column" in message
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__  # not a bare JSONDecodeError
+
+
 def test_api_key_comes_from_the_environment_unless_given(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VERIFIER_API_KEY", "from-env")
     for kind in (VerifierReward, AsyncVerifierReward):

@@ -14,10 +14,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.client.tiny_model import gsm8k_rows, write_jsonl
+from tests.client.tiny_model import gsm8k_rows, mbpp_rows, write_jsonl
 from tests.conftest import ROOT, Server, free_port, running_server
 from trainer_client import AsyncVerifierReward, VerifierReward
+from trainer_client.data import CODE_SYSTEM_PROMPT, Columns, load_prompts
 from trainer_client.gsm8k import SYSTEM_PROMPT, gold_answer, load_gsm8k, to_prompt
+from trainer_client.metrics import VERDICTS
 
 # transformers 5 renamed gradient checkpointing; TRL 1.16's GRPOConfig still sets the old name.
 TRL_DEPRECATION = "ignore:`gradient_checkpointing` is deprecated:FutureWarning"
@@ -59,6 +61,68 @@ def test_a_local_jsonl_file_loads_like_the_hub_dataset(tmp_path: Path) -> None:
     assert dataset["train"][0]["solution"] == gold_answer(first["answer"])
     assert dataset["train"][0]["prompt"][1]["content"] == first["question"]
     assert dataset["train"][0]["prompt"][0]["content"] == SYSTEM_PROMPT
+
+
+# --------------------------------------------------------------------------- other shapes
+
+
+def test_math_style_rows_keep_their_boxed_solution_as_the_gold(tmp_path: Path) -> None:
+    rows = [{"problem": "What is $1+1$?", "solution": "We add: $1+1=\\boxed{2}$.", "level": "Level 1"}]
+    dataset = load_prompts(str(write_jsonl(tmp_path / "math.jsonl", rows)), columns=Columns("problem", "solution"))
+    [row] = dataset["train"]
+    assert set(row) == {"prompt", "solution"}  # only what the rewards read
+    assert row["solution"] == rows[0]["solution"]  # the verifier reads the boxed answer of a gold solution
+    assert row["prompt"] == [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": "What is $1+1$?"},
+    ]
+
+
+def test_a_chat_prompt_is_kept_and_a_bare_answer_is_the_gold(tmp_path: Path) -> None:
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "6*7?"}]
+    rows = [{"prompt": chat, "final": 42}, {"prompt": chat, "final": None}]
+    data = write_jsonl(tmp_path / "chat.jsonl", rows)
+    dataset = load_prompts(str(data), columns=Columns(prompt="prompt", solution="final"), system_prompt="unused")
+    assert dataset["train"]["prompt"] == [chat, chat]
+    assert dataset["train"]["solution"] == ["42", None]  # a row without gold: the math reward skips it
+
+
+def test_mbpp_rows_become_code_prompts_with_assert_tests(tmp_path: Path) -> None:
+    rows = mbpp_rows(3)
+    data = write_jsonl(tmp_path / "mbpp.jsonl", rows)
+    dataset = load_prompts(str(data), columns=Columns("text", tests="test_list"), components=["code", "format"])
+    first = dataset["train"][0]
+    assert set(first) == {"prompt", "tests"}
+    assert first["prompt"][0] == {"role": "system", "content": CODE_SYSTEM_PROMPT}
+    assert "```python" in CODE_SYSTEM_PROMPT and "<think>" in CODE_SYSTEM_PROMPT
+    asserts = rows[0]["test_list"]
+    assert isinstance(asserts, list)
+    assert json.loads(first["tests"]) == [{"type": "assert", "code": test} for test in asserts]
+
+
+def test_humaneval_rows_are_converted_with_their_entry_point(tmp_path: Path) -> None:
+    check = "\n\nMETADATA = {}\n\n\ndef check(candidate):\n    assert candidate(1) == 2\n"
+    rows = [{"task_id": "HumanEval/0", "prompt": "def inc(x):\n    ", "test": check, "entry_point": "inc"}]
+    data = write_jsonl(tmp_path / "humaneval.jsonl", rows)
+    dataset = load_prompts(str(data), columns=Columns("prompt", tests="test"), components=["code"])
+    [test] = json.loads(dataset["train"][0]["tests"])
+    assert test == {"type": "assert", "code": check.rstrip() + "\n\ncheck(inc)\n"}
+
+
+def test_a_humaneval_test_without_entry_point_is_a_clear_error(tmp_path: Path) -> None:
+    rows = [{"prompt": "def inc(x):\n", "test": "def check(candidate):\n    assert candidate(1) == 2\n"}]
+    data = write_jsonl(tmp_path / "humaneval.jsonl", rows)
+    with pytest.raises(ValueError, match=r"column 'test' holds a string that is not JSON") as caught:
+        load_prompts(str(data), columns=Columns("prompt", tests="test"), components=["code"])
+    assert 'check(<entry_point>)"}]' in str(caught.value)
+
+
+def test_a_missing_column_names_the_flag(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "mbpp.jsonl", mbpp_rows(1))
+    with pytest.raises(ValueError, match=r"no column 'question' for the prompts.*--prompt_column"):
+        load_prompts(str(data), components=["code"])
+    with pytest.raises(ValueError, match=r"no column 'tests' for the tests.*'test_list'.*--tests_column"):
+        load_prompts(str(data), columns=Columns("text"), components=["code"])
 
 
 # --------------------------------------------------------------------------- arguments
@@ -272,3 +336,38 @@ def test_grpo_with_one_combined_async_reward(e2e_server: Server, tiny_model: Pat
     for entry in steps:
         assert "rewards/verifier/mean" in entry and entry["verifier/null_rate"] == 0.0
         assert "verifier/math/wrong" in entry and "verifier/format/ok" in entry
+
+
+MBPP_COLUMNS = ("--prompt_column", "text", "--tests_column", "test_list")
+
+
+@pytest.mark.slow
+def test_grpo_on_mbpp_style_data_with_the_code_reward(e2e_server: Server, tiny_model: Path, tmp_path: Path) -> None:
+    import pandas
+
+    data = write_jsonl(tmp_path / "mbpp.jsonl", mbpp_rows(8))
+    flags = ("--reward_components", "code", *MBPP_COLUMNS, "--log_completions", "true")
+    steps, out = train(e2e_server, tiny_model, tmp_path, data, *flags)
+    counters = server_counters(e2e_server)
+    assert set(verdict_counts(counters, "code")) <= set(VERDICTS["code"])
+    assert_logged_rates_are_the_servers(steps, counters, "verifier_code", "code")
+    for entry in steps:
+        assert "rewards/verifier_code/mean" in entry and entry["verifier_code/null_rate"] == 0.0
+    # --log_completions: TRL's table of each logged step, with the verdict of every completion as a column
+    tables = sorted((out / "completions").glob("completions_*.parquet"))
+    assert [table.name for table in tables] == ["completions_00001.parquet", "completions_00002.parquet"]
+    frame = pandas.read_parquet(tables[-1])
+    assert len(frame) == 4 and set(frame["verifier_code/code"]) <= set(VERDICTS["code"])
+    assert "verifier_code" in frame.columns and "Python programmer" in str(frame["prompt"][0])
+
+
+@pytest.mark.slow
+def test_grpo_with_code_and_format_rewards(e2e_server: Server, tiny_model: Path, tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "mbpp.jsonl", mbpp_rows(8))
+    flags = ("--reward_components", "code", "format", *MBPP_COLUMNS)
+    steps, _ = train(e2e_server, tiny_model, tmp_path, data, *flags)
+    counters = server_counters(e2e_server)
+    assert_logged_rates_are_the_servers(steps, counters, "verifier_code", "code")
+    assert_logged_rates_are_the_servers(steps, counters, "verifier_format", "format", preflight=PREFLIGHT)
+    for entry in steps:
+        assert "rewards/verifier_code/mean" in entry and "rewards/verifier_format/mean" in entry
