@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 from types import TracebackType
 
@@ -11,7 +10,8 @@ import httpx
 
 from trainer_client.config import DEFAULT_URL, FRESH_CONNECTIONS, ClientConfig
 from trainer_client.core import Chunk, ClientCore, place
-from trainer_client.errors import HTTPX_ERRORS, VerifierNotReadyError, map_httpx_error
+from trainer_client.errors import HTTPX_ERRORS, map_httpx_error
+from trainer_client.readiness import ReadinessWait
 from verifier_service.schema import ItemResult, ScoreItem
 
 
@@ -62,25 +62,19 @@ class AsyncVerifierClient:
             raise
         return place(chunks, results, len(items))
 
-    async def wait_until_ready(self, timeout: float = 60.0) -> None:
-        """Wait until `GET /readyz` answers 200; raise `VerifierNotReadyError` after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        reason = "no answer yet"
+    async def wait_until_ready(self, timeout: float = 60.0, *, connect_grace: float | None = None) -> None:
+        """Wait until `GET /readyz` answers 200; as `VerifierClient.wait_until_ready`."""
+        wait = ReadinessWait(self.core, timeout, connect_grace)
         while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise VerifierNotReadyError(f"{self.core.base_url} not ready after {timeout:g}s: {reason}")
+            request_timeout = wait.request_timeout()
             try:
-                response = await self._http.get(
-                    self.core.ready_url, headers=self.core.headers, timeout=min(remaining, 5.0)
-                )
+                response = await self._http.get(self.core.ready_url, headers=self.core.headers, timeout=request_timeout)
             except HTTPX_ERRORS as exc:
-                reason = str(map_httpx_error(exc, f"GET {self.core.ready_url}"))
+                wait.failed(exc)
             else:
-                reason = self.core.readiness(response) or ""
-                if not reason:
+                if wait.answered(response):
                     return
-            await asyncio.sleep(min(self.core.config.ready_poll_s, max(0.0, deadline - time.monotonic())))
+            await asyncio.sleep(wait.delay())
 
     async def aclose(self) -> None:
         if self._owns_http:

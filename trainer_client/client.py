@@ -11,7 +11,8 @@ import httpx
 
 from trainer_client.config import DEFAULT_URL, FRESH_CONNECTIONS, ClientConfig
 from trainer_client.core import Chunk, ClientCore, place
-from trainer_client.errors import HTTPX_ERRORS, VerifierNotReadyError, map_httpx_error
+from trainer_client.errors import HTTPX_ERRORS, map_httpx_error
+from trainer_client.readiness import ReadinessWait
 from verifier_service.schema import ItemResult, ScoreItem
 
 
@@ -52,23 +53,25 @@ class VerifierClient:
             futures = [pool.submit(self._send_chunk, chunk) for chunk in chunks]
             return place(chunks, _results_or_cancel(futures), len(items))
 
-    def wait_until_ready(self, timeout: float = 60.0) -> None:
-        """Block until `GET /readyz` answers 200; raise `VerifierNotReadyError` after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        reason = "no answer yet"
+    def wait_until_ready(self, timeout: float = 60.0, *, connect_grace: float | None = None) -> None:
+        """Block until `GET /readyz` answers 200, logging progress (INFO, logger `trainer_client`) while it waits.
+
+        Raises `VerifierNotReadyError` after `timeout` seconds. With `connect_grace`, raises
+        `VerifierConnectionError` once nothing has listened at the URL (connection refused, unknown host) for that
+        many seconds: a verifier that is starting answers 503 or at least accepts connections. See
+        `trainer_client.readiness`.
+        """
+        wait = ReadinessWait(self.core, timeout, connect_grace)
         while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise VerifierNotReadyError(f"{self.core.base_url} not ready after {timeout:g}s: {reason}")
+            request_timeout = wait.request_timeout()
             try:
-                response = self._http.get(self.core.ready_url, headers=self.core.headers, timeout=min(remaining, 5.0))
+                response = self._http.get(self.core.ready_url, headers=self.core.headers, timeout=request_timeout)
             except HTTPX_ERRORS as exc:
-                reason = str(map_httpx_error(exc, f"GET {self.core.ready_url}"))
+                wait.failed(exc)
             else:
-                reason = self.core.readiness(response) or ""
-                if not reason:
+                if wait.answered(response):
                     return
-            time.sleep(min(self.core.config.ready_poll_s, max(0.0, deadline - time.monotonic())))
+            time.sleep(wait.delay())
 
     def close(self) -> None:
         if self._owns_http:

@@ -52,6 +52,10 @@ class ClientCore:
         self._rng = rng or random.Random()
 
     @property
+    def sends_key(self) -> bool:
+        return "authorization" in self.headers
+
+    @property
     def score_url(self) -> str:
         return self.base_url + SCORE_PATH
 
@@ -66,6 +70,9 @@ class ClientCore:
     def parse_score(self, response: httpx.Response, chunk: Chunk) -> list[ItemResult]:
         """The chunk's results, in order; raises a `VerifierError` for anything else."""
         what = f"POST {self.score_url} ({len(chunk.items)} items)"
+        if response.status_code == 401:
+            hint = "the api_key= given was refused" if self.sends_key else "no API key was sent: pass api_key="
+            raise status_error(401, error_detail(response), what, hint=hint)
         if response.status_code != 200:
             raise status_error(response.status_code, error_detail(response), what)
         try:
@@ -105,14 +112,6 @@ class ClientCore:
         if retry_after is not None:
             delay = max(delay, min(retry_after, self.config.backoff_max_s))
         return delay
-
-    def readiness(self, response: httpx.Response) -> str | None:
-        """None when the verifier is ready; else why not. A 4xx other than 429 is no verifier at all: raised."""
-        if response.status_code == 200:
-            return None
-        if 400 <= response.status_code < 500 and response.status_code != 429:
-            raise status_error(response.status_code, error_detail(response), f"GET {self.ready_url}")
-        return f"HTTP {response.status_code}: {response.text[:200]}"
 
 
 def error_detail(response: httpx.Response) -> str | None:

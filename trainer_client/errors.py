@@ -5,7 +5,7 @@
     │   ├── VerifierConnectionError  could not connect, or the connection broke
     │   ├── VerifierTimeoutError     connected, but no answer in time
     │   ├── VerifierServerError      5xx or 429, still failing after the retries  (also a VerifierStatusError)
-    │   └── VerifierNotReadyError    `wait_until_ready` ran out of time
+    │   └── VerifierNotReadyError    `wait_until_ready` ran out of time (nothing listening: a connection error)
     ├── VerifierStatusError          an HTTP error status: `.status_code`, `.detail` (the server's message)
     │   └── VerifierRequestError     4xx: the request is wrong; every retry would fail the same way
     ├── VerifierResponseError        an answer came back but does not follow the wire contract
@@ -97,9 +97,10 @@ HTTPX_ERRORS: tuple[type[Exception], ...] = (httpx.HTTPError, httpx.InvalidURL, 
 RETRYABLE_ERRORS: tuple[type[Exception], ...] = (httpx.ConnectError, httpx.ConnectTimeout)
 
 
-def status_error(status_code: int, detail: str | None, what: str) -> VerifierError:
-    """The error for an HTTP status that is not a success: 5xx/429 -> server error, other 4xx -> request error."""
-    message = f"{what} -> HTTP {status_code}" + (f": {detail}" if detail else "")
+def status_error(status_code: int, detail: str | None, what: str, *, hint: str | None = None) -> VerifierError:
+    """The error for an HTTP status that is not a success: 5xx/429 -> server error, other 4xx -> request error.
+    `hint` (what to do about it) ends the message."""
+    message = f"{what} -> HTTP {status_code}" + (f": {detail}" if detail else "") + (f"; {hint}" if hint else "")
     if status_code >= 500 or status_code == 429:
         return VerifierServerError(message, status_code=status_code, detail=detail)
     if status_code >= 400:

@@ -1,11 +1,10 @@
 """GSM8K as GRPO prompts: a chat prompt that asks for `<think>` reasoning and a final answer, and the gold answer
 taken from the solution's `#### N` line. Works on the hub dataset or a local JSON/JSONL file with the same columns
-(`question`, `answer`).
+(`question`, `answer`). Other shapes (MATH, MBPP, HumanEval): `trainer_client.data`.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -42,19 +41,12 @@ def to_prompt(example: dict[str, Any], system_prompt: str = SYSTEM_PROMPT) -> di
     }
 
 
-def is_local_file(name: str) -> bool:
-    return Path(name).suffix in (".json", ".jsonl") and Path(name).is_file()
+def load_gsm8k(name: str = HUB_ID, config: str | None = None, system_prompt: str = SYSTEM_PROMPT) -> DatasetDict:
+    """Load GSM8K from the hub (`openai/gsm8k`, config `main`) or a local .json/.jsonl file with its columns (its
+    one split is `train`) as GRPO input: `prompt` and `solution` (`trainer_client.data.load_prompts` for other
+    shapes)."""
+    from trainer_client.data import Columns, load_prompts  # data.py builds on this module
 
-
-def load_gsm8k(name: str, config: str | None = None, system_prompt: str = SYSTEM_PROMPT) -> DatasetDict:
-    """Load GSM8K from the hub (`openai/gsm8k`, config `main`) or a local .json/.jsonl file (its one split is
-    `train`), and turn every row into a prompt. Only `prompt` and `solution` are kept."""
-    from datasets import DatasetDict, load_dataset
-
-    if is_local_file(name):
-        raw = load_dataset("json", data_files={"train": name})
-    else:
-        raw = load_dataset(name, config or ("main" if name == HUB_ID else None))
-    if not isinstance(raw, DatasetDict):
-        raise ValueError(f"expected a dataset with splits from {name!r}, got {type(raw).__name__}")
-    return raw.map(to_prompt, fn_kwargs={"system_prompt": system_prompt}, remove_columns=raw["train"].column_names)
+    return load_prompts(
+        name, config, columns=Columns("question", "answer"), components=("math",), system_prompt=system_prompt
+    )

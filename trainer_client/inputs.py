@@ -62,22 +62,61 @@ def gold_text(value: Any) -> str | None:
     return text or None
 
 
-def code_spec(value: Any, *, timeout_s: float, memory_mb: int) -> CodeSpec | None:
-    """A row's code tests as a `CodeSpec`; None when the row has none.
+def code_spec(
+    value: Any, *, timeout_s: float, memory_mb: int, column: str = "tests", entry_point: str | None = None
+) -> CodeSpec | None:
+    """A row's code tests as a `CodeSpec`; None when the row has none. `value` is read by `code_tests`.
 
-    Accepts a list of tests, a `CodeSpec`-shaped dict, or either as a JSON string (as datasets often store them).
     A malformed value raises ValueError: it is a bug in the dataset, and would fail the same way every time.
 
     >>> code_spec('[{"type": "assert", "code": "assert f() == 1"}]', timeout_s=5, memory_mb=512).tests[0].type
     'assert'
     """
-    if isinstance(value, str):
-        value = json.loads(value) if value.strip() else None
-    if not value:
+    tests = code_tests(value, column=column, entry_point=entry_point)
+    if tests is None:
         return None
     try:
-        if isinstance(value, Mapping):
-            return CodeSpec.model_validate({"timeout_s": timeout_s, "memory_mb": memory_mb, **value})
-        return CodeSpec(tests=_TESTS.validate_python(value), timeout_s=timeout_s, memory_mb=memory_mb)
+        if isinstance(tests, Mapping):
+            return CodeSpec.model_validate({"timeout_s": timeout_s, "memory_mb": memory_mb, **tests})
+        return CodeSpec(tests=_TESTS.validate_python(tests), timeout_s=timeout_s, memory_mb=memory_mb)
     except ValidationError as exc:
-        raise ValueError(f"malformed code tests in the dataset: {exc}") from exc
+        raise ValueError(f"malformed code tests in dataset column {column!r}: {exc}") from exc
+
+
+def code_tests(value: Any, *, column: str = "tests", entry_point: str | None = None) -> Any:
+    """A row's code tests as plain data: a list of tests or a `CodeSpec`-shaped dict; None when the row has none.
+
+    Accepts either as is or as a JSON string (as datasets often store them); a list of plain strings is a list of
+    assert tests (MBPP's `test_list`); a HumanEval test (a `def check(candidate): ...` string, not JSON) becomes
+    one assert test that calls `check(<entry_point>)` when the row's `entry_point` is given, and a clear error
+    otherwise. The tests themselves are checked by `code_spec`.
+
+    >>> code_tests(["assert f(1) == 2", "assert f(2) == 3"])[1]
+    {'type': 'assert', 'code': 'assert f(2) == 3'}
+    >>> code_tests("def check(candidate):\\n    assert candidate(1) == 2\\n", entry_point="f")[0]["code"].split()[-1]
+    'check(f)'
+    """
+    if isinstance(value, str):
+        if not value.strip():
+            return None
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            if entry_point:
+                return [{"type": "assert", "code": f"{value.rstrip()}\n\ncheck({entry_point})\n"}]
+            raise ValueError(not_json_tests(column, value)) from None
+    if not value:
+        return None
+    if isinstance(value, Sequence) and not isinstance(value, str) and all(isinstance(t, str) for t in value):
+        return [{"type": "assert", "code": test} for test in value]
+    return value
+
+
+def not_json_tests(column: str, value: str) -> str:
+    return (
+        f"dataset column {column!r} holds a string that is not JSON ({value.strip()[:60]!r}...). Expected a list of "
+        'tests ([{"type": "assert", "code": "assert f(1) == 2"}], see the README\'s code tests), a list of assert '
+        "strings (as MBPP's test_list), or either as a JSON string. A HumanEval test (def check(candidate): ...) "
+        'converts as [{"type": "assert", "code": test + "\\ncheck(<entry_point>)"}]; with an entry_point column '
+        "in the dataset this happens by itself."
+    )

@@ -10,8 +10,9 @@ from collections.abc import Sequence
 
 from verifier_service.schema import ItemResult, Verdict
 
-# The verdicts worth a time series, per component; anything else counts as "other" (the service's own failures,
-# internal_error / worker_crashed / deadline_exceeded, are null rewards: they show in `null_rate`).
+# The verdicts worth a time series, per component: every verdict the service gives for it except its own failures
+# (internal_error, worker_crashed, deadline_exceeded), which count as "other" and, being null rewards, show in
+# `null_rate`.
 VERDICTS: dict[str, tuple[str, ...]] = {
     "math": (
         Verdict.CORRECT,
@@ -32,7 +33,14 @@ VERDICTS: dict[str, tuple[str, ...]] = {
         Verdict.REVERSED_TAGS,
         Verdict.EMPTY_ANSWER,
     ),
-    "code": (Verdict.OK,),  # the code verdicts are not in the wire contract yet
+    "code": (
+        Verdict.PASSED,
+        Verdict.FAILED,
+        Verdict.NO_CODE,
+        Verdict.COMPILE_ERROR,
+        Verdict.SANDBOX_UNAVAILABLE,
+        Verdict.INVALID_TEST,
+    ),
 }
 
 UNREACHABLE = "unreachable"  # the verdict shown for a row when the verifier gave no answer

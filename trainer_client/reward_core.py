@@ -10,10 +10,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainer_client.errors import VerifierError, VerifierUnavailableError
+from trainer_client.errors import VerifierError, VerifierRequestError, VerifierUnavailableError
 from trainer_client.inputs import code_spec, column, completion_text, gold_text
 from trainer_client.metrics import row_verdicts, verdict_metrics
-from verifier_service.schema import COMPONENTS, FormatOptions, ItemResult, MathOptions, MathSpec, ScoreItem
+from verifier_service.schema import COMPONENTS, CodeSpec, FormatOptions, ItemResult, MathOptions, MathSpec, ScoreItem
 
 logger = logging.getLogger("trainer_client")
 
@@ -64,21 +64,20 @@ class RewardCore:
     def __init__(self, spec: RewardSpec) -> None:
         self.spec = spec
         self.consecutive_failures = 0
+        self.answered = False  # has the verifier ever answered this reward function?
 
     def prepare(self, completions: Sequence[Any], kwargs: Mapping[str, Any]) -> Batch:
         """One item per completion that has what the components need; rows without it are skipped (reward None)."""
         spec, total = self.spec, len(completions)
-        golds = column(kwargs, spec.gold_column, total) if "math" in spec.components else [None] * total
-        tests = column(kwargs, spec.tests_column, total) if "code" in spec.components else [None] * total
+        golds = column(kwargs, spec.gold_column, total) if "math" in spec.components else None
+        tests = column(kwargs, spec.tests_column, total) if "code" in spec.components else None
+        # HumanEval's tests need the name of the function they check (TRL passes every dataset column)
+        entry_points = kwargs.get("entry_point") if tests is not None else None
         batch = Batch([], [], total)
         for row, completion in enumerate(completions):
-            gold = gold_text(golds[row]) if "math" in spec.components else None
-            code = (
-                code_spec(tests[row], timeout_s=spec.code_timeout_s, memory_mb=spec.code_memory_mb)
-                if "code" in spec.components
-                else None
-            )
-            if ("math" in spec.components and gold is None) or ("code" in spec.components and code is None):
+            gold = gold_text(golds[row]) if golds is not None else None
+            code = self._code(tests[row], entry_points[row] if entry_points else None) if tests is not None else None
+            if (golds is not None and gold is None) or (tests is not None and code is None):
                 continue
             batch.items.append(
                 ScoreItem(
@@ -93,6 +92,16 @@ class RewardCore:
             batch.rows.append(row)
         return batch
 
+    def _code(self, tests: Any, entry_point: str | None) -> CodeSpec | None:
+        spec = self.spec
+        return code_spec(
+            tests,
+            timeout_s=spec.code_timeout_s,
+            memory_mb=spec.code_memory_mb,
+            column=spec.tests_column,
+            entry_point=entry_point,
+        )
+
     def finish(
         self, batch: Batch, results: Sequence[ItemResult] | None, error: VerifierError | None, kwargs: Mapping[str, Any]
     ) -> list[float | None]:
@@ -104,6 +113,7 @@ class RewardCore:
         for row in batch.rows:
             sent[row] = True
         self._report(per_row, sent, kwargs)
+        self._check_first_answer(batch, error)
         self._warn(batch, per_row, error)
         self._check_failures(batch, per_row, error)
         return [None if result is None else result.reward for result in per_row]
@@ -146,6 +156,20 @@ class RewardCore:
                 ", ".join(f"{reason}: {count}" for reason, count in why.most_common()),
             )
 
+    def _check_first_answer(self, batch: Batch, error: VerifierError | None) -> None:
+        """A verifier that has never answered is not an outage to ride out but a setup that cannot work (a wrong
+        URL, a verifier not started): stop at the first call instead of after `max_consecutive_failures` steps."""
+        if not batch.items:  # nothing was sent
+            return
+        if error is None:
+            self.answered = True
+        elif not self.answered and self.spec.max_consecutive_failures is not None:
+            raise VerifierUnavailableError(
+                f"{self.spec.name}: the verifier has not answered this reward function once, so nothing can be "
+                f"scored ({error}). Is it running, and is base_url= (--verifier_url) its address? One that is still "
+                "starting can be waited for first: VerifierClient(url).wait_until_ready()"
+            ) from error
+
     def _check_failures(self, batch: Batch, per_row: list[ItemResult | None], error: VerifierError | None) -> None:
         """Count calls in which no completion got a reward; raise after `max_consecutive_failures` in a row."""
         if not batch.items:
@@ -158,3 +182,14 @@ class RewardCore:
             raise VerifierUnavailableError(
                 f"{self.spec.name}: {self.consecutive_failures} reward calls in a row got no reward{last}"
             ) from error
+
+
+def auth_error(name: str, kind: str, error: VerifierRequestError, key_sent: bool) -> VerifierRequestError:
+    """The error for a 401 from the verifier, saying how to give a reward function the key."""
+    problem = "the API key it was given was refused" if key_sent else "no API key was sent"
+    return VerifierRequestError(
+        f"{name}: the verifier refused the request (HTTP 401: {error.detail}): {problem}. Pass the verifier's key "
+        f"as {kind}(..., api_key=...) or set the VERIFIER_API_KEY environment variable",
+        status_code=401,
+        detail=error.detail,
+    )

@@ -11,10 +11,13 @@ What comes back, per completion:
 - None, silently, for a row without gold answer / tests: the reward does not apply to it (multi-task datasets).
 
 What raises, and stops the step:
-- `VerifierRequestError` (HTTP 4xx): the request itself is wrong (bad API key, a component the server does not
-  offer, a batch over its limits). Every later step would fail the same way, so it is not hidden as None.
+- `VerifierRequestError` (HTTP 4xx): the request itself is wrong (a missing or wrong API key, a component the
+  server does not offer, a batch over its limits). Every later step would fail the same way, so it is not hidden
+  as None.
 - `VerifierResponseError`: the server does not speak this client's wire contract.
-- `VerifierUnavailableError` after `max_consecutive_failures` calls in a row got no reward at all (None: never).
+- `VerifierUnavailableError` at the first call when the verifier cannot be reached and has never answered this
+  reward function (a wrong URL, a verifier not started: nothing could ever be scored); once it has answered, after
+  `max_consecutive_failures` calls in a row got no reward at all. `max_consecutive_failures=None` turns both off.
 - `ValueError` for a missing dataset column or malformed code tests.
 """
 
@@ -22,24 +25,29 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from trainer_client.async_client import AsyncVerifierClient
 from trainer_client.client import VerifierClient
 from trainer_client.config import DEFAULT_URL, ClientConfig
-from trainer_client.errors import VerifierUnavailableError
-from trainer_client.reward_core import DEFAULT_NAMES, RewardCore, RewardSpec
+from trainer_client.errors import VerifierRequestError, VerifierUnavailableError
+from trainer_client.reward_core import DEFAULT_NAMES, RewardCore, RewardSpec, auth_error
 from verifier_service.schema import FormatOptions, MathOptions
 
 ClientT = TypeVar("ClientT", VerifierClient, AsyncVerifierClient)
+
+API_KEY_ENV = "VERIFIER_API_KEY"  # where `api_key=None` looks (the service reads the same name)
 
 
 class _RewardBase(Generic[ClientT]):
     """Configuration shared by the two reward callables (their `__init__` arguments).
 
-    `client` injects a ready client (a test transport, a shared connection pool); it is not pickled, and a copy
-    made by unpickling connects to `base_url` with `api_key` and `client_config` instead.
+    `api_key` is the verifier's key (it is sent as a bearer token); None reads the VERIFIER_API_KEY environment
+    variable, as the training script does. `client` injects a ready client (a test transport, a shared connection
+    pool); it is not pickled, and a copy made by unpickling connects to `base_url` with `api_key` and
+    `client_config` instead.
     """
 
     def __init__(
@@ -75,7 +83,7 @@ class _RewardBase(Generic[ClientT]):
         )
         self.__name__ = self.spec.name
         self.base_url = base_url
-        self.api_key = api_key
+        self.api_key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
         self.client_config = client_config or ClientConfig()
         self._core = RewardCore(self.spec)
         self._client: ClientT | None = client
@@ -83,6 +91,10 @@ class _RewardBase(Generic[ClientT]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.spec.components!r}, name={self.__name__!r}, base_url={self.base_url!r})"
+
+    def _auth_error(self, error: VerifierRequestError) -> VerifierRequestError:
+        key_sent = self._client.core.sends_key if self._client is not None else bool(self.api_key)
+        return auth_error(self.__name__, type(self).__name__, error, key_sent)
 
     def __getstate__(self) -> dict[str, Any]:
         # The HTTP client (sockets, locks, an event loop) stays behind; the copy opens its own on first use.
@@ -114,6 +126,10 @@ class VerifierReward(_RewardBase[VerifierClient]):
             results = self.client().score(batch.items)
         except VerifierUnavailableError as exc:
             return self._core.finish(batch, None, exc, kwargs)
+        except VerifierRequestError as exc:
+            if exc.status_code == 401:
+                raise self._auth_error(exc) from exc
+            raise
         return self._core.finish(batch, results, None, kwargs)
 
     def client(self) -> VerifierClient:
@@ -166,6 +182,10 @@ class AsyncVerifierReward(_RewardBase[AsyncVerifierClient]):
             results = await self.client().score(batch.items)
         except VerifierUnavailableError as exc:
             return self._core.finish(batch, None, exc, kwargs)
+        except VerifierRequestError as exc:
+            if exc.status_code == 401:
+                raise self._auth_error(exc) from exc
+            raise
         return self._core.finish(batch, results, None, kwargs)
 
     def client(self) -> AsyncVerifierClient:

@@ -1,4 +1,4 @@
-"""GRPO on GSM8K with the verifier as the reward: `python -m trainer_client.train`.
+"""GRPO with the verifier as the reward: `python -m trainer_client.train`.
 
 TRL script conventions (as `trl/scripts/grpo.py`): `TrlParser` over the script arguments below, `GRPOConfig` and
 `ModelConfig`, so every GRPOConfig flag works (`--max_steps`, `--num_generations`, `--use_vllm`, `--bf16`, ...),
@@ -7,7 +7,13 @@ and `--config run.yaml` reads the same names from a YAML file (command-line flag
     python -m trainer_client.train --model_name_or_path Qwen/Qwen2.5-0.5B-Instruct --dataset_name openai/gsm8k \\
         --verifier_url http://127.0.0.1:8088 --output_dir runs/gsm8k --max_steps 200
 
-The script waits for the verifier (`GET /readyz`) before it loads anything, so a wrong URL fails in seconds.
+Data: GSM8K by default; `--prompt_column`, `--solution_column` and `--tests_column` name the columns of other
+datasets (MATH, MBPP, HumanEval: see `trainer_client.data`), and `--reward_components code` trains on code.
+
+Before it loads the data or the model, the script checks the verifier: it waits for `GET /readyz` (progress lines
+say what it waits for), fails after `--verifier_connect_grace` seconds when nothing listens at `--verifier_url`,
+waits up to `--verifier_ready_timeout` for one that answers but is still starting, and sends one scored item to
+check the API key. Each failure exits with a message naming the flag that fixes it.
 """
 
 from __future__ import annotations
@@ -23,9 +29,16 @@ from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser
 
 from trainer_client.client import VerifierClient
 from trainer_client.config import DEFAULT_URL
-from trainer_client.gsm8k import HUB_ID, SYSTEM_PROMPT, load_gsm8k
+from trainer_client.data import Columns, load_prompts
+from trainer_client.errors import (
+    VerifierConnectionError,
+    VerifierError,
+    VerifierNotReadyError,
+    VerifierRequestError,
+)
+from trainer_client.gsm8k import HUB_ID
 from trainer_client.rewards import AsyncVerifierReward, VerifierReward
-from verifier_service.schema import COMPONENTS, FormatOptions
+from verifier_service.schema import COMPONENTS, FormatOptions, ScoreItem
 
 logger = logging.getLogger("trainer_client.train")
 
@@ -36,14 +49,42 @@ class VerifierScriptArguments(ScriptArguments):
 
     dataset_name: str | None = field(
         default=HUB_ID,
-        metadata={"help": "Hub dataset id (default openai/gsm8k) or a local .json/.jsonl file with its columns."},
+        metadata={"help": "Hub dataset id (default openai/gsm8k) or a local .json/.jsonl file."},
+    )
+    prompt_column: str = field(
+        default="question",
+        metadata={"help": "Column of the prompts: text (the system prompt is added) or a chat (kept as is)."},
+    )
+    solution_column: str = field(
+        default="answer",
+        metadata={
+            "help": "Column of the gold answers, for the math reward: a GSM8K solution ('#### N'), a MATH solution "
+            "(its \\boxed{} answer counts), or a bare answer."
+        },
+    )
+    tests_column: str = field(
+        default="tests",
+        metadata={
+            "help": "Column of the code tests, for the code reward: a list of tests or its JSON string, or a list of "
+            "assert strings (MBPP's test_list); a HumanEval test string when the dataset has an entry_point column."
+        },
     )
     verifier_url: str = field(default=DEFAULT_URL, metadata={"help": "Base URL of the verifier service."})
     verifier_api_key: str | None = field(
         default=None, metadata={"help": "API key of the verifier; default: the VERIFIER_API_KEY environment variable."}
     )
     verifier_ready_timeout: float = field(
-        default=300.0, metadata={"help": "Seconds to wait for the verifier to be ready before giving up."}
+        default=300.0,
+        metadata={
+            "help": "Seconds to wait for a verifier that answers but is not ready yet (HTTP 503 while it starts)."
+        },
+    )
+    verifier_connect_grace: float = field(
+        default=20.0,
+        metadata={
+            "help": "Seconds to keep trying while nothing listens at --verifier_url (connection refused, unknown "
+            "host) before failing: time for a verifier started at the same moment to come up."
+        },
     )
     reward_components: list[str] = field(
         default_factory=lambda: ["math", "format"],
@@ -60,7 +101,14 @@ class VerifierScriptArguments(ScriptArguments):
         default=10, metadata={"help": "Stop after this many reward calls in a row got no reward from the verifier."}
     )
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training rows."})
-    system_prompt: str = field(default=SYSTEM_PROMPT, metadata={"help": "System message of every prompt."})
+    system_prompt: str | None = field(
+        default=None,
+        metadata={
+            "help": "System message added to text prompts. Default: with code rewarded and math not, one asking for "
+            "<think> reasoning and then one fenced python block; otherwise one asking for <think> reasoning and "
+            "then the final answer."
+        },
+    )
 
 
 def make_parser() -> TrlParser:
@@ -81,19 +129,63 @@ def reward_functions(args: VerifierScriptArguments) -> list[Any]:
     return [kind(component, **options) for component in args.reward_components]
 
 
-def wait_for_verifier(args: VerifierScriptArguments) -> None:
+def check_verifier(args: VerifierScriptArguments) -> None:
+    """Wait for the verifier and check the API key with one scored item, before anything heavy loads. Exits with a
+    message naming the flag that fixes the problem."""
     api_key = args.verifier_api_key or os.environ.get("VERIFIER_API_KEY")
+    logger.info(
+        "checking the verifier at %s (--verifier_url): waiting up to %gs while it starts, %gs while nothing listens",
+        args.verifier_url,
+        args.verifier_ready_timeout,
+        args.verifier_connect_grace,
+    )
     with VerifierClient(args.verifier_url, api_key=api_key) as client:
-        logger.info("waiting up to %gs for the verifier at %s", args.verifier_ready_timeout, args.verifier_url)
-        client.wait_until_ready(args.verifier_ready_timeout)
+        try:
+            client.wait_until_ready(args.verifier_ready_timeout, connect_grace=args.verifier_connect_grace)
+            client.score([ScoreItem(completion="<think>a check</think>of the API key", format=FormatOptions())])
+        except VerifierError as exc:
+            raise SystemExit(f"error: {preflight_failure(exc, args, api_key is not None)}") from exc
     logger.info("verifier ready at %s", args.verifier_url)
 
 
+def preflight_failure(error: VerifierError, args: VerifierScriptArguments, key_given: bool) -> str:
+    """What went wrong before training, and which flag fixes it."""
+    url = args.verifier_url
+    if isinstance(error, VerifierRequestError) and error.status_code == 401:
+        if key_given:
+            return (
+                f"the verifier at {url} refused the API key given with --verifier_api_key / VERIFIER_API_KEY "
+                f"(HTTP 401: {error.detail}): pass the key the verifier was started with (its VERIFIER_API_KEY)"
+            )
+        return (
+            f"the verifier at {url} requires an API key (HTTP 401: {error.detail}): pass it with "
+            "--verifier_api_key or set the VERIFIER_API_KEY environment variable"
+        )
+    if isinstance(error, VerifierNotReadyError):
+        return (
+            f"the verifier at --verifier_url {url} was not ready within --verifier_ready_timeout "
+            f"({args.verifier_ready_timeout:g}s): {error}\nIts log says why; a larger --verifier_ready_timeout waits "
+            "longer."
+        )
+    if isinstance(error, VerifierConnectionError):
+        return (
+            f"{error}\nStart the verifier (docker compose up), or pass its address with --verifier_url; "
+            f"--verifier_connect_grace (now {args.verifier_connect_grace:g}s) waits longer for one that is starting."
+        )
+    return f"the verifier check of --verifier_url {url} failed: {error}\nIs --verifier_url the verifier's base URL?"
+
+
 def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_args: ModelConfig) -> None:
-    wait_for_verifier(script_args)
+    check_verifier(script_args)
     if script_args.dataset_name is None:
         raise ValueError("--dataset_name is required (a hub id such as openai/gsm8k, or a local .json/.jsonl file)")
-    dataset = load_gsm8k(script_args.dataset_name, script_args.dataset_config, script_args.system_prompt)
+    dataset = load_prompts(
+        script_args.dataset_name,
+        script_args.dataset_config,
+        columns=Columns(script_args.prompt_column, script_args.solution_column, script_args.tests_column),
+        components=script_args.reward_components,
+        system_prompt=script_args.system_prompt,
+    )
     train_dataset = dataset[script_args.dataset_train_split]
     if script_args.max_train_samples is not None:
         train_dataset = train_dataset.select(range(min(script_args.max_train_samples, len(train_dataset))))

@@ -34,7 +34,10 @@ def judge(item: ScoreItem) -> ItemResult:
     if item.code is not None:
         passed = len(item.code.tests) if "pass" in item.completion else 0
         parts["code"] = ComponentResult(
-            score=passed / len(item.code.tests), verdict="ok", passed=passed, total=len(item.code.tests)
+            score=passed / len(item.code.tests),
+            verdict="passed" if passed else "failed",
+            passed=passed,
+            total=len(item.code.tests),
         )
     scores = [part.score for part in parts.values()]
     weights = item.weights or {}

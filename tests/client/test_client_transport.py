@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -48,11 +49,11 @@ class Driver:
     def score(self, items: Sequence[ScoreItem]) -> list[ItemResult]:
         return self.sync.score(items) if self.mode == "sync" else asyncio.run(self.aio.score(items))
 
-    def wait_until_ready(self, timeout: float) -> None:
+    def wait_until_ready(self, timeout: float, connect_grace: float | None = None) -> None:
         if self.mode == "sync":
-            self.sync.wait_until_ready(timeout)
+            self.sync.wait_until_ready(timeout, connect_grace=connect_grace)
         else:
-            asyncio.run(self.aio.wait_until_ready(timeout))
+            asyncio.run(self.aio.wait_until_ready(timeout, connect_grace=connect_grace))
 
 
 @pytest.fixture(params=["sync", "async"])
@@ -324,6 +325,53 @@ def test_wait_until_ready_raises_at_once_when_the_url_is_not_a_verifier(mode: st
     with pytest.raises(VerifierRequestError, match="404"):
         driver(mode, fake).wait_until_ready(timeout=30)
     assert len(fake.requests) == 1
+
+
+def test_nothing_listening_fails_after_the_connect_grace_not_the_timeout(mode: str) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("[Errno 111] Connection refused")
+
+    # the timeout is far away: only the grace can end this wait with a connection error
+    with pytest.raises(VerifierConnectionError, match=r"nothing is listening at http://verifier.test.*refused"):
+        driver(mode, handler).wait_until_ready(timeout=300, connect_grace=0.05)
+
+
+def test_a_starting_verifier_is_waited_for_past_the_connect_grace(mode: str) -> None:
+    starting = httpx.Response(503, json={"status": "starting"})
+    dropped = httpx.RemoteProtocolError("Server disconnected without sending a response")  # Docker's port proxy
+    refused = httpx.ConnectError("refused")
+    # 20 polls, 0.01 s apart, of a verifier that answers: more than the grace, and the grace starts over after them
+    fake = FakeVerifier([refused, *[starting] * 10, dropped, *[starting] * 9, refused])
+    driver(mode, fake).wait_until_ready(timeout=30, connect_grace=0.05)
+    assert len(fake.requests) == 23
+
+
+def test_an_invalid_url_fails_at_once(mode: str) -> None:
+    client: Any = VerifierClient("localhost:8088") if mode == "sync" else AsyncVerifierClient("localhost:8088")
+    with pytest.raises(VerifierConfigError, match="UnsupportedProtocol"):
+        if mode == "sync":
+            client.wait_until_ready(timeout=60)
+        else:
+            asyncio.run(client.wait_until_ready(timeout=60))
+
+
+def test_waiting_says_what_it_waits_for(mode: str, caplog: pytest.LogCaptureFixture) -> None:
+    body = {"status": "starting", "math_workers": {"alive": 1, "pids": [7]}, "sandbox": {"ready": False, "up": 0}}
+    fake = FakeVerifier([httpx.ConnectError("[Errno 111] Connection refused"), httpx.Response(503, json=body)])
+    with caplog.at_level(logging.INFO, logger="trainer_client"):
+        driver(mode, fake).wait_until_ready(timeout=30, connect_grace=20)
+    lines = [record.getMessage() for record in caplog.records]
+    assert len(lines) == 3, lines
+    assert "http://verifier.test: nothing listening (ConnectError: [Errno 111] Connection refused)" in lines[0]
+    assert "giving up in 20s unless it starts listening" in lines[0]
+    assert "HTTP 503: starting (math workers alive: 1; sandbox: 0 of ? up); waiting up to" in lines[1]
+    assert "ready after" in lines[2]
+
+
+def test_a_verifier_ready_at_once_logs_nothing(mode: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="trainer_client"):
+        driver(mode, FakeVerifier()).wait_until_ready(timeout=30, connect_grace=20)
+    assert caplog.records == []
 
 
 # --------------------------------------------------------------------------- ownership

@@ -141,3 +141,11 @@ def test_api_key_goes_in_a_bearer_header_and_never_in_repr() -> None:
     assert c.headers["authorization"] == "Bearer s3cret"
     assert c.score_url == URL + "/v1/score"
     assert "s3cret" not in repr(ClientConfig())
+
+
+def test_a_401_says_whether_a_key_was_sent() -> None:
+    refusal = httpx.Response(401, json={"detail": "missing or wrong API key"})
+    with pytest.raises(VerifierRequestError, match="no API key was sent: pass api_key="):
+        core().parse_score(refusal, Chunk(0, items(1)))
+    with pytest.raises(VerifierRequestError, match="the api_key= given was refused"):
+        ClientCore(URL, "wrong", ClientConfig()).parse_score(refusal, Chunk(0, items(1)))

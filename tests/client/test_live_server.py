@@ -106,16 +106,25 @@ def test_code_round_trip(server: Server) -> None:
     reward.close()
 
 
-def test_a_wrong_api_key_raises(tmp_path: Path) -> None:
+def test_api_keys_given_missing_wrong_and_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VERIFIER_API_KEY", raising=False)
+    batch = {"prompts": ["q"], "completions": ["<think>a</think>b"]}
     with running_server(tmp_path, api_key="right") as srv:
         good = VerifierReward("format", base_url=srv.url, api_key="right")
-        assert good(prompts=["q"], completions=["<think>a</think>b"]) == [1.0]
-        bad = VerifierReward("format", base_url=srv.url, api_key="wrong")
-        with pytest.raises(VerifierRequestError) as refused:
-            bad(prompts=["q"], completions=["<think>a</think>b"])
-        assert refused.value.status_code == 401
-        good.close()
-        bad.close()
+        assert good(**batch) == [1.0]
+        for key, problem in (("wrong", "the API key it was given was refused"), (None, "no API key was sent")):
+            bad = VerifierReward("format", base_url=srv.url, api_key=key)
+            with pytest.raises(VerifierRequestError) as refused:
+                bad(**batch)
+            assert refused.value.status_code == 401
+            assert problem in str(refused.value) and "api_key=" in str(refused.value)
+            assert "VERIFIER_API_KEY" in str(refused.value)
+            bad.close()
+        monkeypatch.setenv("VERIFIER_API_KEY", "right")
+        from_env = VerifierReward("format", base_url=srv.url)
+        assert from_env(**batch) == [1.0]
+        for reward in (good, from_env):
+            reward.close()
 
 
 def test_wait_until_ready_times_out_on_a_closed_port() -> None:

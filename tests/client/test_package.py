@@ -35,6 +35,8 @@ DOCUMENTED = [
     "trainer_client.metrics",
     "trainer_client.rewards",
     "trainer_client.gsm8k",
+    "trainer_client.data",
+    "trainer_client.readiness",
 ]
 
 

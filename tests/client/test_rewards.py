@@ -169,6 +169,14 @@ def test_rows_without_gold_are_skipped_not_sent(mode: str) -> None:
 
 # --------------------------------------------------------------------------- the None policy
 
+OUTAGES: dict[str, Callable[[], httpx.Response | Exception]] = {
+    "connect": lambda: httpx.ConnectError("refused"),
+    "timeout": lambda: httpx.ReadTimeout("slow"),
+    "broken": lambda: httpx.RemoteProtocolError("server disconnected"),
+    "503": lambda: httpx.Response(503),
+    "429": lambda: httpx.Response(429),
+}
+
 
 def test_items_the_verifier_cannot_judge_are_none_with_a_warning(mode: str, caplog: pytest.LogCaptureFixture) -> None:
     reward = make_reward(mode, FakeVerifier(), "math")
@@ -179,27 +187,32 @@ def test_items_the_verifier_cannot_judge_are_none_with_a_warning(mode: str, capl
 
 
 def test_an_unreachable_verifier_gives_none_for_every_completion(mode: str, caplog: pytest.LogCaptureFixture) -> None:
-    fake = FakeVerifier([httpx.ConnectError("refused")] * 2)
+    fake = FakeVerifier([None, httpx.ConnectError("refused"), httpx.ConnectError("refused")])
     reward = make_reward(mode, fake, "format")
+    assert call(reward, completions=["<think>a</think>b"]) == [1.0]  # it has answered once: an outage is rode out
     with caplog.at_level(logging.WARNING, logger="trainer_client"):
         assert call(reward, completions=["a", "b"]) == [None, None]
-    assert len(fake.requests) == 2  # the retry happened first
+    assert len(fake.requests) == 3  # the retry happened first
     assert "no answer from the verifier (VerifierConnectionError" in caplog.text
     assert call(reward, completions=["<think>a</think>b"]) == [1.0]  # back: rewards again
 
 
-OUTAGES: dict[str, Callable[[], httpx.Response | Exception]] = {
-    "connect": lambda: httpx.ConnectError("refused"),
-    "timeout": lambda: httpx.ReadTimeout("slow"),
-    "broken": lambda: httpx.RemoteProtocolError("server disconnected"),
-    "503": lambda: httpx.Response(503),
-    "429": lambda: httpx.Response(429),
-}
+@pytest.mark.parametrize("outage", ["connect", "503"])
+def test_a_verifier_that_never_answered_stops_the_first_call(mode: str, outage: str) -> None:
+    fake = FakeVerifier([OUTAGES[outage]() for _ in range(2)])
+    reward = make_reward(mode, fake, "math")
+    assert call(reward, completions=["1"], solution=[None]) == [None]  # nothing to send: not a failure
+    with pytest.raises(VerifierUnavailableError, match="has not answered this reward function once") as caught:
+        call(reward, completions=["1"], solution=["1"])
+    assert "base_url=" in str(caught.value) and "wait_until_ready" in str(caught.value)
+    assert isinstance(caught.value.__cause__, VerifierUnavailableError)
+    assert len(fake.requests) == 2  # after the client's retries, not instead of them
 
 
 @pytest.mark.parametrize("outage", OUTAGES)
 def test_transient_failures_are_none_never_zero(mode: str, outage: str) -> None:
-    reward = make_reward(mode, FakeVerifier([OUTAGES[outage]() for _ in range(2)]), "math")
+    reward = make_reward(mode, FakeVerifier([None, *(OUTAGES[outage]() for _ in range(2))]), "math")
+    assert call(reward, completions=["1"], solution=["1"]) == [1.0]
     assert call(reward, completions=["1"], solution=["1"]) == [None]
 
 
@@ -216,9 +229,63 @@ def test_malformed_code_tests_in_the_dataset_raise(mode: str) -> None:
         call(reward, completions=["x"], tests=[[{"type": "telepathy"}]])
 
 
+def test_mbpp_assert_lists_and_humaneval_checks_are_assert_tests(mode: str) -> None:
+    fake = FakeVerifier()
+    mbpp = make_reward(mode, fake, "code", tests_column="test_list")
+    assert call(mbpp, completions=["pass"], test_list=[["assert f(1) == 2", "assert f(2) == 3"]]) == [1.0]
+    assert fake.score_bodies[-1]["items"][0]["code"]["tests"] == [
+        {"type": "assert", "code": "assert f(1) == 2"},
+        {"type": "assert", "code": "assert f(2) == 3"},
+    ]
+    humaneval = make_reward(mode, fake, "code", tests_column="test")
+    check = "def check(candidate):\n    assert candidate(1) == 2\n"
+    assert call(humaneval, completions=["pass"], test=[check], entry_point=["inc"]) == [1.0]
+    [test] = fake.score_bodies[-1]["items"][0]["code"]["tests"]
+    assert test["type"] == "assert" and test["code"].startswith(check) and test["code"].rstrip().endswith("check(inc)")
+
+
+def test_a_humaneval_check_without_entry_point_is_a_clear_error(mode: str) -> None:
+    reward = make_reward(mode, FakeVerifier(), "code", tests_column="test")
+    with pytest.raises(ValueError) as caught:
+        call(reward, completions=["x"], test=["def check(candidate):\n    assert candidate(1) == 2\n"])
+    message = str(caught.value)
+    assert "column 'test'" in message and "not JSON" in message and "def check(candidate)" in message
+    assert "check(<entry_point>)" in message and "entry_point column" in message
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__  # not a bare JSONDecodeError
+
+
+def test_api_key_comes_from_the_environment_unless_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VERIFIER_API_KEY", "from-env")
+    for kind in (VerifierReward, AsyncVerifierReward):
+        assert kind("format").api_key == "from-env"
+        assert kind("format", api_key="given").api_key == "given"
+    reward = VerifierReward("format")
+    assert reward.client().core.headers["authorization"] == "Bearer from-env"
+    reward.close()
+    monkeypatch.delenv("VERIFIER_API_KEY")
+    assert VerifierReward("format").api_key is None
+
+
+@pytest.mark.parametrize("key", [None, "wrong"])
+def test_a_401_says_how_to_pass_the_key(mode: str, key: str | None) -> None:
+    refusal = httpx.Response(401, json={"detail": "missing or wrong API key (send 'Authorization: Bearer <key>')"})
+    transport = httpx.MockTransport(FakeVerifier([refusal]))
+    kind = VerifierReward if mode == "sync" else AsyncVerifierReward
+    http: Any = httpx.Client(transport=transport) if mode == "sync" else httpx.AsyncClient(transport=transport)
+    client: Any = (VerifierClient if mode == "sync" else AsyncVerifierClient)(URL, api_key=key, http_client=http)
+    reward = kind("format", base_url=URL, client=client)
+    with pytest.raises(VerifierRequestError) as caught:
+        call(reward, completions=["<think>a</think>b"])
+    message = str(caught.value)
+    assert caught.value.status_code == 401 and "missing or wrong API key" in message
+    assert f"{kind.__name__}(..., api_key=...)" in message and "VERIFIER_API_KEY" in message
+    assert ("no API key was sent" in message) is (key is None)
+
+
 def test_consecutive_failed_calls_raise_after_the_limit(mode: str) -> None:
-    fake = FakeVerifier([httpx.ConnectError("refused")] * 100)
+    fake = FakeVerifier([None] + [httpx.ConnectError("refused")] * 100)
     reward = make_reward(mode, fake, "format", max_consecutive_failures=3)
+    assert call(reward, completions=["a"]) == [0.0]  # answered once
     assert call(reward, completions=["a"]) == [None]
     assert call(reward, completions=["a"]) == [None]
     with pytest.raises(VerifierUnavailableError, match="3 reward calls in a row") as caught:
@@ -228,9 +295,11 @@ def test_consecutive_failed_calls_raise_after_the_limit(mode: str) -> None:
 
 def test_a_call_with_any_reward_resets_the_failure_count(mode: str) -> None:
     refused: Exception = httpx.ConnectError("refused")
-    fake = FakeVerifier([refused] * 2 + [None] + [refused] * 4)  # 2 attempts per failed call; None: answer
+    fake = FakeVerifier([None] + [refused] * 4 + [None] + [refused] * 4)  # 2 attempts per failed call; None: answer
     reward = make_reward(mode, fake, "math", max_consecutive_failures=3)
+    assert call(reward, completions=["1"], solution=["1"]) == [1.0]
     assert call(reward, completions=["1"], solution=["1"]) == [None]
+    assert call(reward, completions=["1"], solution=["1"]) == [None]  # 2 in a row
     assert call(reward, completions=["1", "2"], solution=[UNJUDGEABLE, "2"]) == [None, 1.0]
     assert call(reward, completions=["1"], solution=["1"]) == [None]
     assert call(reward, completions=["1"], solution=["1"]) == [None]  # 2 in a row since the reset: no raise
@@ -247,7 +316,7 @@ def test_none_never_raises_when_the_policy_is_off(mode: str) -> None:
     reward = make_reward(
         mode, FakeVerifier([httpx.ConnectError("refused")] * 40), "format", max_consecutive_failures=None
     )
-    for _ in range(20):
+    for _ in range(20):  # not even at the first call, though the verifier never answered
         assert call(reward, completions=["a"]) == [None]
 
 
@@ -284,11 +353,34 @@ def test_verdict_and_null_rates_go_to_log_metric(mode: str) -> None:
     assert rec.extra == {"acc/math": ["correct", "gold_unparseable", "wrong", "skipped"]}
 
 
+def test_every_verdict_of_a_component_has_its_own_rate() -> None:
+    from verifier_service.schema import Verdict
+
+    service_failures = {Verdict.INTERNAL_ERROR, Verdict.WORKER_CRASHED, Verdict.DEADLINE_EXCEEDED}
+    listed = [verdict for verdicts in VERDICTS.values() for verdict in verdicts]
+    assert set(listed) | service_failures == set(Verdict)  # a new verdict fails here until it gets a rate
+    assert len(listed) == len(set(listed))
+    code = {"passed", "failed", "no_code", "compile_error", "sandbox_unavailable", "invalid_test"}
+    assert set(VERDICTS["code"]) == code
+
+
+def test_code_verdicts_are_logged_by_name(mode: str) -> None:
+    rec = Recorder()
+    reward = make_reward(mode, FakeVerifier(), "code")
+    tests = [[{"type": "assert", "code": "assert f() == 1"}]] * 3
+    call(reward, completions=["pass", "fail", "pass"], tests=tests, log_metric=rec.log_metric, log_extra=rec.log_extra)
+    assert rec.metrics["verifier_code/code/passed"] == [pytest.approx(2 / 3)]
+    assert rec.metrics["verifier_code/code/failed"] == [pytest.approx(1 / 3)]
+    assert rec.metrics["verifier_code/code/other"] == [0.0] and rec.metrics["verifier_code/code/compile_error"] == [0.0]
+    assert rec.extra == {"verifier_code/code": ["passed", "failed", "passed"]}
+
+
 def test_metric_names_do_not_depend_on_the_batch(mode: str) -> None:
     # TRL averages each name across processes with one collective call per name: every call must log the same set.
     rec_ok, rec_down = Recorder(), Recorder()
     ok = make_reward(mode, FakeVerifier(), ["math", "format"], name="v")
-    down = make_reward(mode, FakeVerifier([httpx.ConnectError("x")] * 2), ["math", "format"], name="v")
+    down = make_reward(mode, FakeVerifier([None] + [httpx.ConnectError("x")] * 2), ["math", "format"], name="v")
+    call(down, completions=["1"], solution=["1"])  # answered once: the next outage gives None, not an error
     call(ok, completions=["<think>1</think>1"], solution=["1"], log_metric=rec_ok.log_metric)
     call(down, completions=["1", "2"], solution=["1", "2"], log_metric=rec_down.log_metric)
     assert set(rec_ok.metrics) == set(rec_down.metrics)

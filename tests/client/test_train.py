@@ -14,10 +14,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.client.tiny_model import build_tiny_model, gsm8k_rows, write_jsonl
-from tests.conftest import ROOT, Server, running_server
+from tests.client.tiny_model import gsm8k_rows, mbpp_rows, write_jsonl
+from tests.conftest import ROOT, Server, free_port, running_server
 from trainer_client import AsyncVerifierReward, VerifierReward
+from trainer_client.data import CODE_SYSTEM_PROMPT, Columns, load_prompts
 from trainer_client.gsm8k import SYSTEM_PROMPT, gold_answer, load_gsm8k, to_prompt
+from trainer_client.metrics import VERDICTS
 
 # transformers 5 renamed gradient checkpointing; TRL 1.16's GRPOConfig still sets the old name.
 TRL_DEPRECATION = "ignore:`gradient_checkpointing` is deprecated:FutureWarning"
@@ -59,6 +61,68 @@ def test_a_local_jsonl_file_loads_like_the_hub_dataset(tmp_path: Path) -> None:
     assert dataset["train"][0]["solution"] == gold_answer(first["answer"])
     assert dataset["train"][0]["prompt"][1]["content"] == first["question"]
     assert dataset["train"][0]["prompt"][0]["content"] == SYSTEM_PROMPT
+
+
+# --------------------------------------------------------------------------- other shapes
+
+
+def test_math_style_rows_keep_their_boxed_solution_as_the_gold(tmp_path: Path) -> None:
+    rows = [{"problem": "What is $1+1$?", "solution": "We add: $1+1=\\boxed{2}$.", "level": "Level 1"}]
+    dataset = load_prompts(str(write_jsonl(tmp_path / "math.jsonl", rows)), columns=Columns("problem", "solution"))
+    [row] = dataset["train"]
+    assert set(row) == {"prompt", "solution"}  # only what the rewards read
+    assert row["solution"] == rows[0]["solution"]  # the verifier reads the boxed answer of a gold solution
+    assert row["prompt"] == [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": "What is $1+1$?"},
+    ]
+
+
+def test_a_chat_prompt_is_kept_and_a_bare_answer_is_the_gold(tmp_path: Path) -> None:
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "6*7?"}]
+    rows = [{"prompt": chat, "final": 42}, {"prompt": chat, "final": None}]
+    data = write_jsonl(tmp_path / "chat.jsonl", rows)
+    dataset = load_prompts(str(data), columns=Columns(prompt="prompt", solution="final"), system_prompt="unused")
+    assert dataset["train"]["prompt"] == [chat, chat]
+    assert dataset["train"]["solution"] == ["42", None]  # a row without gold: the math reward skips it
+
+
+def test_mbpp_rows_become_code_prompts_with_assert_tests(tmp_path: Path) -> None:
+    rows = mbpp_rows(3)
+    data = write_jsonl(tmp_path / "mbpp.jsonl", rows)
+    dataset = load_prompts(str(data), columns=Columns("text", tests="test_list"), components=["code", "format"])
+    first = dataset["train"][0]
+    assert set(first) == {"prompt", "tests"}
+    assert first["prompt"][0] == {"role": "system", "content": CODE_SYSTEM_PROMPT}
+    assert "```python" in CODE_SYSTEM_PROMPT and "<think>" in CODE_SYSTEM_PROMPT
+    asserts = rows[0]["test_list"]
+    assert isinstance(asserts, list)
+    assert json.loads(first["tests"]) == [{"type": "assert", "code": test} for test in asserts]
+
+
+def test_humaneval_rows_are_converted_with_their_entry_point(tmp_path: Path) -> None:
+    check = "\n\nMETADATA = {}\n\n\ndef check(candidate):\n    assert candidate(1) == 2\n"
+    rows = [{"task_id": "HumanEval/0", "prompt": "def inc(x):\n    ", "test": check, "entry_point": "inc"}]
+    data = write_jsonl(tmp_path / "humaneval.jsonl", rows)
+    dataset = load_prompts(str(data), columns=Columns("prompt", tests="test"), components=["code"])
+    [test] = json.loads(dataset["train"][0]["tests"])
+    assert test == {"type": "assert", "code": check.rstrip() + "\n\ncheck(inc)\n"}
+
+
+def test_a_humaneval_test_without_entry_point_is_a_clear_error(tmp_path: Path) -> None:
+    rows = [{"prompt": "def inc(x):\n", "test": "def check(candidate):\n    assert candidate(1) == 2\n"}]
+    data = write_jsonl(tmp_path / "humaneval.jsonl", rows)
+    with pytest.raises(ValueError, match=r"column 'test' holds a string that is not JSON") as caught:
+        load_prompts(str(data), columns=Columns("prompt", tests="test"), components=["code"])
+    assert 'check(<entry_point>)"}]' in str(caught.value)
+
+
+def test_a_missing_column_names_the_flag(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "mbpp.jsonl", mbpp_rows(1))
+    with pytest.raises(ValueError, match=r"no column 'question' for the prompts.*--prompt_column"):
+        load_prompts(str(data), components=["code"])
+    with pytest.raises(ValueError, match=r"no column 'tests' for the tests.*'test_list'.*--tests_column"):
+        load_prompts(str(data), columns=Columns("text"), components=["code"])
 
 
 # --------------------------------------------------------------------------- arguments
@@ -117,22 +181,40 @@ def test_unknown_flags_and_config_keys_are_refused(tmp_path: Path) -> None:
 
 
 def test_the_script_fails_fast_when_the_verifier_is_not_there(tmp_path: Path) -> None:
-    from tests.conftest import free_port
+    # Default waiting settings: nothing listening ends the run after --verifier_connect_grace (20 s), well inside
+    # this timeout; --verifier_ready_timeout (300 s) is for a verifier that answers but is still starting.
+    url = f"http://127.0.0.1:{free_port()}"
+    argv = ["--verifier_url", url, "--model_name_or_path", "/nonexistent", *CPU, "--output_dir", str(tmp_path)]
+    result = run_train(argv, timeout=150)
+    assert result.returncode == 1
+    assert f"waiting for the verifier at {url}: nothing listening (ConnectError" in result.stderr  # progress
+    last = result.stderr.strip().splitlines()[-2:]
+    assert last[0].startswith(f"error: nothing is listening at {url}")
+    assert "--verifier_url" in last[1] and "--verifier_connect_grace" in last[1]
+    assert "Traceback" not in result.stderr
 
-    argv = ["--verifier_url", f"http://127.0.0.1:{free_port()}", "--verifier_ready_timeout", "1"]
-    argv += ["--model_name_or_path", "/nonexistent", *CPU, "--output_dir", str(tmp_path)]
-    result = run_train(argv, timeout=120)
-    assert result.returncode != 0
-    assert "VerifierNotReadyError" in result.stderr and "not ready after 1s" in result.stderr
+
+@pytest.mark.filterwarnings(TRL_DEPRECATION)
+def test_the_api_key_is_checked_before_the_data_and_the_model_load(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "gsm8k.jsonl", gsm8k_rows(4))
+    argv = ["--model_name_or_path", str(tmp_path / "no-such-model"), "--dataset_name", str(data)]
+    argv += [*CPU, "--output_dir", str(tmp_path / "out")]
+    with running_server(tmp_path, api_key="right") as srv:
+        without_key = run_train([*argv, "--verifier_url", srv.url], timeout=150)
+        with_key = run_train([*argv, "--verifier_url", srv.url], timeout=300, env={"VERIFIER_API_KEY": "right"})
+    assert without_key.returncode == 1
+    assert without_key.stderr.strip().splitlines()[-1] == (
+        f"error: the verifier at {srv.url} requires an API key (HTTP 401: missing or wrong API key (send "
+        "'Authorization: Bearer <key>')): pass it with --verifier_api_key or set the VERIFIER_API_KEY environment "
+        "variable"
+    )
+    assert "no-such-model" not in without_key.stderr  # it stopped before the model
+    # with the key the check passes, and the same run gets as far as the model that is not there
+    assert with_key.returncode != 0 and "verifier ready at" in with_key.stderr
+    assert "no-such-model" in with_key.stderr and "API key" not in with_key.stderr
 
 
 # --------------------------------------------------------------------------- end to end on CPU
-
-
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A random Qwen2-style model with a locally trained tokenizer, built once per session."""
-    return build_tiny_model(tmp_path_factory.mktemp("tiny-qwen2"))
 
 
 @pytest.fixture
@@ -141,8 +223,8 @@ def e2e_server(tmp_path: Path) -> Iterator[Server]:
         yield srv
 
 
-def run_train(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **OFFLINE}
+def run_train(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**{k: v for k, v in os.environ.items() if k != "VERIFIER_API_KEY"}, **OFFLINE, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "trainer_client.train", *argv],
         cwd=ROOT,
@@ -163,8 +245,22 @@ def server_counters(server: Server) -> dict[str, float]:
     return counters
 
 
-def train_and_read_logs(server: Server, model: Path, tmp_path: Path, *extra: str) -> list[dict[str, Any]]:
-    data = write_jsonl(tmp_path / "gsm8k.jsonl", gsm8k_rows(16, seed=7))
+def verdict_counts(counters: dict[str, float], component: str) -> dict[str, float]:
+    """How many items of `component` got each verdict, by the server's count."""
+    return {
+        re.search(r'verdict="([^"]+)"', key)[1]: value  # type: ignore[index]
+        for key, value in counters.items()
+        if key.startswith("verifier_verdicts_total") and f'component="{component}"' in key
+    }
+
+
+# Before it loads anything the script scores one `format` item (`ok`) to check the API key: one request, one item,
+# one format verdict more on the server's counters than the training steps sent.
+PREFLIGHT = 1
+
+
+def train(server: Server, model: Path, tmp_path: Path, data: Path, *extra: str) -> tuple[list[dict[str, Any]], Path]:
+    """Two GRPO steps of 4 completions (one prompt each) on CPU; the logged steps and the output directory."""
     out = tmp_path / "run"
     argv = [
         "--model_name_or_path", str(model),
@@ -189,7 +285,25 @@ def train_and_read_logs(server: Server, model: Path, tmp_path: Path, *extra: str
     state = json.loads((out / "trainer_state.json").read_text())
     steps = [entry for entry in state["log_history"] if "loss" in entry]
     assert [entry["step"] for entry in steps] == [1, 2]
-    return steps
+    return steps, out
+
+
+def train_and_read_logs(server: Server, model: Path, tmp_path: Path, *extra: str) -> list[dict[str, Any]]:
+    data = write_jsonl(tmp_path / "gsm8k.jsonl", gsm8k_rows(16, seed=7))
+    return train(server, model, tmp_path, data, *extra)[0]
+
+
+def assert_logged_rates_are_the_servers(
+    steps: list[dict[str, Any]], counters: dict[str, float], name: str, component: str, preflight: int = 0
+) -> None:
+    """The logged verdict rates are the server's verdicts: rate x 4 completions, summed over the steps, equals the
+    server's count for every verdict it gave (less the pre-flight item's `ok`)."""
+    given = verdict_counts(counters, component)
+    if preflight:
+        given["ok"] -= preflight
+    assert sum(given.values()) == 8
+    for verdict, count in given.items():
+        assert sum(entry[f"{name}/{component}/{verdict}"] * 4 for entry in steps) == pytest.approx(count), verdict
 
 
 @pytest.mark.slow
@@ -199,23 +313,14 @@ def test_grpo_trains_two_steps_on_cpu_scored_by_the_verifier(
     steps = train_and_read_logs(e2e_server, tiny_model, tmp_path)
     counters = server_counters(e2e_server)
     # 2 steps x 2 reward functions, each one request with the step's 4 completions
-    assert counters['verifier_requests_total{status="200"}'] == 4
-    assert sum(v for k, v in counters.items() if k.startswith("verifier_items_total")) == 16
+    assert counters['verifier_requests_total{status="200"}'] == 4 + PREFLIGHT
+    assert sum(v for k, v in counters.items() if k.startswith("verifier_items_total")) == 16 + PREFLIGHT
     for entry in steps:
         for name in ("verifier_math", "verifier_format"):
             assert f"rewards/{name}/mean" in entry
             assert entry[f"{name}/null_rate"] == 0.0 and entry[f"{name}/unreachable_rate"] == 0.0
-    # The logged verdict rates are the server's verdicts: rate x 4 completions, summed over the steps, equals the
-    # server's count for every verdict it gave.
-    for component, name in (("math", "verifier_math"), ("format", "verifier_format")):
-        given = {
-            re.search(r'verdict="([^"]+)"', key)[1]: value  # type: ignore[index]
-            for key, value in counters.items()
-            if key.startswith("verifier_verdicts_total") and f'component="{component}"' in key
-        }
-        assert sum(given.values()) == 8
-        for verdict, count in given.items():
-            assert sum(entry[f"{name}/{component}/{verdict}"] * 4 for entry in steps) == pytest.approx(count)
+    assert_logged_rates_are_the_servers(steps, counters, "verifier_math", "math")
+    assert_logged_rates_are_the_servers(steps, counters, "verifier_format", "format", preflight=PREFLIGHT)
     # and the rewards TRL logged are the verifier's: a verdict other than correct/ok scores 0
     for entry in steps:
         assert entry["rewards/verifier_math/mean"] == pytest.approx(entry["verifier_math/math/correct"])
@@ -227,7 +332,42 @@ def test_grpo_with_one_combined_async_reward(e2e_server: Server, tiny_model: Pat
     steps = train_and_read_logs(
         e2e_server, tiny_model, tmp_path, "--combined_reward", "true", "--async_rewards", "true"
     )
-    assert server_counters(e2e_server)['verifier_requests_total{status="200"}'] == 2  # one request per step
+    assert server_counters(e2e_server)['verifier_requests_total{status="200"}'] == 2 + PREFLIGHT  # one a step
     for entry in steps:
         assert "rewards/verifier/mean" in entry and entry["verifier/null_rate"] == 0.0
         assert "verifier/math/wrong" in entry and "verifier/format/ok" in entry
+
+
+MBPP_COLUMNS = ("--prompt_column", "text", "--tests_column", "test_list")
+
+
+@pytest.mark.slow
+def test_grpo_on_mbpp_style_data_with_the_code_reward(e2e_server: Server, tiny_model: Path, tmp_path: Path) -> None:
+    import pandas
+
+    data = write_jsonl(tmp_path / "mbpp.jsonl", mbpp_rows(8))
+    flags = ("--reward_components", "code", *MBPP_COLUMNS, "--log_completions", "true")
+    steps, out = train(e2e_server, tiny_model, tmp_path, data, *flags)
+    counters = server_counters(e2e_server)
+    assert set(verdict_counts(counters, "code")) <= set(VERDICTS["code"])
+    assert_logged_rates_are_the_servers(steps, counters, "verifier_code", "code")
+    for entry in steps:
+        assert "rewards/verifier_code/mean" in entry and entry["verifier_code/null_rate"] == 0.0
+    # --log_completions: TRL's table of each logged step, with the verdict of every completion as a column
+    tables = sorted((out / "completions").glob("completions_*.parquet"))
+    assert [table.name for table in tables] == ["completions_00001.parquet", "completions_00002.parquet"]
+    frame = pandas.read_parquet(tables[-1])
+    assert len(frame) == 4 and set(frame["verifier_code/code"]) <= set(VERDICTS["code"])
+    assert "verifier_code" in frame.columns and "Python programmer" in str(frame["prompt"][0])
+
+
+@pytest.mark.slow
+def test_grpo_with_code_and_format_rewards(e2e_server: Server, tiny_model: Path, tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "mbpp.jsonl", mbpp_rows(8))
+    flags = ("--reward_components", "code", "format", *MBPP_COLUMNS)
+    steps, _ = train(e2e_server, tiny_model, tmp_path, data, *flags)
+    counters = server_counters(e2e_server)
+    assert_logged_rates_are_the_servers(steps, counters, "verifier_code", "code")
+    assert_logged_rates_are_the_servers(steps, counters, "verifier_format", "format", preflight=PREFLIGHT)
+    for entry in steps:
+        assert "rewards/verifier_code/mean" in entry and "rewards/verifier_format/mean" in entry

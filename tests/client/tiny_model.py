@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 CHAT_TEMPLATE = (
@@ -28,6 +29,20 @@ def gsm8k_rows(count: int, seed: int = 0) -> list[dict[str, str]]:
         question = f"Tom has {a} apples and buys {b} more. How many apples does Tom have now?"
         answer = f"Tom has {a} + {b} = <<{a}+{b}={a + b}>>{a + b} apples.\n#### {a + b}"
         rows.append({"question": question, "answer": answer})
+    return rows
+
+
+def mbpp_rows(count: int, seed: int = 0) -> list[dict[str, object]]:
+    """MBPP-shaped rows: a task in `text`, a reference solution in `code`, assert strings in `test_list`."""
+    rng = random.Random(seed)
+    rows: list[dict[str, object]] = []
+    for task_id in range(count):
+        k = rng.randint(2, 9)
+        tests = [f"assert add_{k}({x}) == {x + k}" for x in rng.sample(range(100), 3)]
+        text = f"Write a function add_{k}(x) that returns x plus {k}."
+        rows.append(
+            {"task_id": task_id, "text": text, "code": f"def add_{k}(x):\n    return x + {k}\n", "test_list": tests}
+        )
     return rows
 
 
@@ -94,6 +109,6 @@ def build_tiny_model(path: Path) -> Path:
     return path
 
 
-def write_jsonl(path: Path, rows: list[dict[str, str]]) -> Path:
+def write_jsonl(path: Path, rows: Sequence[Mapping[str, object]]) -> Path:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path

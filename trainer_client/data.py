@@ -1,0 +1,143 @@
+"""Training data for GRPO from datasets of several shapes: a chat `prompt` per row, plus the columns the reward
+functions read (`solution`: the gold answer; `tests`: code tests as a JSON string).
+
+Which columns hold what is configurable (`Columns`), so GSM8K (`question`/`answer`), MATH (`problem`/`solution`),
+MBPP (`text`/`test_list`) and HumanEval (`prompt`/`test`/`entry_point`) files load without renaming:
+- prompt: a string gets the system prompt and becomes a chat prompt; a chat (a list of messages) is kept as is;
+- solution: a GSM8K solution becomes the number on its `#### N` line; anything else (a MATH solution with its
+  `\\boxed{}` answer, a bare answer) is sent as is: the verifier reads the boxed answer of a gold solution itself;
+- tests: a list of tests, or its JSON string, as `inputs.code_tests` reads them (MBPP's list of assert strings
+  included); a HumanEval `check(candidate)` string becomes an assert test when the row has an `entry_point`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trainer_client.gsm8k import HUB_ID, SYSTEM_PROMPT, gold_answer
+from trainer_client.inputs import code_tests
+
+if TYPE_CHECKING:
+    from datasets import DatasetDict
+
+MATH_SYSTEM_PROMPT = SYSTEM_PROMPT
+CODE_SYSTEM_PROMPT = (
+    "You are a careful Python programmer. First think through the problem step by step inside <think> </think> "
+    "tags. After the closing </think> tag, write your complete solution as one fenced Python code block "
+    "(```python ... ```), defining every function the task names."
+)
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Which dataset column holds the prompt, the gold answer and the code tests. The defaults are GSM8K's.
+
+    `solution` is read only when `math` is rewarded, `tests` only when `code` is.
+    """
+
+    prompt: str = "question"
+    solution: str = "answer"
+    tests: str = "tests"
+
+
+def system_prompt_for(components: Sequence[str]) -> str:
+    """The default system prompt: the code one when code is rewarded and math is not, else the math one.
+
+    >>> system_prompt_for(["code", "format"]) == CODE_SYSTEM_PROMPT, system_prompt_for(["math"]) == SYSTEM_PROMPT
+    (True, True)
+    """
+    return CODE_SYSTEM_PROMPT if "code" in components and "math" not in components else MATH_SYSTEM_PROMPT
+
+
+def chat_prompt(value: Any, system_prompt: str) -> list[dict[str, Any]]:
+    """A prompt as chat messages: a string gets the system prompt (when not empty); a chat is kept as is.
+
+    >>> chat_prompt("What is 6*7?", "Be brief.")
+    [{'role': 'system', 'content': 'Be brief.'}, {'role': 'user', 'content': 'What is 6*7?'}]
+    """
+    if isinstance(value, str):
+        system = [{"role": "system", "content": system_prompt}] if system_prompt else []
+        return [*system, {"role": "user", "content": value}]
+    if isinstance(value, Sequence) and value and all(isinstance(m, Mapping) and "role" in m for m in value):
+        return [dict(message) for message in value]
+    raise ValueError(f"a prompt must be a string or a list of chat messages, got {str(value)[:80]!r}")
+
+
+def gold(value: Any) -> str | None:
+    """The gold answer to send: a GSM8K solution's `#### N` number, else the text as is; None when empty.
+
+    >>> gold("2 + 2 = 4\\n#### 4"), gold("so it is $\\\\boxed{4}$."), gold(7), gold("  ")
+    ('4', 'so it is $\\\\boxed{4}$.', '7', None)
+    """
+    if value is None:
+        return None
+    text = str(value).strip()
+    if "####" in text:
+        return gold_answer(text)
+    return text or None
+
+
+def to_row(
+    example: Mapping[str, Any], *, columns: Columns, components: Sequence[str], system_prompt: str
+) -> dict[str, Any]:
+    """One dataset row as GRPO input: `prompt`, plus `solution` when math is rewarded and `tests` when code is."""
+    row: dict[str, Any] = {"prompt": chat_prompt(example[columns.prompt], system_prompt)}
+    if "math" in components:
+        row["solution"] = gold(example[columns.solution])
+    if "code" in components:
+        tests = code_tests(example[columns.tests], column=columns.tests, entry_point=example.get("entry_point"))
+        row["tests"] = json.dumps(tests) if tests is not None else None
+    return row
+
+
+def is_local_file(name: str) -> bool:
+    return Path(name).suffix in (".json", ".jsonl") and Path(name).is_file()
+
+
+def load_prompts(
+    name: str,
+    config: str | None = None,
+    *,
+    columns: Columns | None = None,
+    components: Sequence[str] = ("math", "format"),
+    system_prompt: str | None = None,
+) -> DatasetDict:
+    """Load a hub dataset (`datasets.load_dataset(name, config)`; GSM8K gets its config `main`) or a local
+    .json/.jsonl file (its one split is `train`), and turn every row into GRPO input (`to_row`). Only `prompt`,
+    `solution` and `tests` are kept. `system_prompt` defaults to `system_prompt_for(components)`.
+    """
+    from datasets import DatasetDict, load_dataset
+
+    if is_local_file(name):
+        raw = load_dataset("json", data_files={"train": name})
+    else:
+        raw = load_dataset(name, config or ("main" if name == HUB_ID else None))
+    if not isinstance(raw, DatasetDict):
+        raise ValueError(f"expected a dataset with splits from {name!r}, got {type(raw).__name__}")
+    columns = columns or Columns()
+    check_columns(raw[next(iter(raw))].column_names, columns, components)
+    options = {
+        "columns": columns,
+        "components": tuple(components),
+        "system_prompt": system_prompt_for(components) if system_prompt is None else system_prompt,
+    }
+    return DatasetDict(
+        {split: part.map(to_row, fn_kwargs=options, remove_columns=part.column_names) for split, part in raw.items()}
+    )
+
+
+def check_columns(present: Sequence[str], columns: Columns, components: Sequence[str]) -> None:
+    """A clear error, naming the flag that fixes it, for a column the run needs and the dataset lacks."""
+    needed = [("prompt", columns.prompt)]
+    needed += [("solution", columns.solution)] if "math" in components else []
+    needed += [("tests", columns.tests)] if "code" in components else []
+    for role, name in needed:
+        if name not in present:
+            raise ValueError(
+                f"the dataset has no column {name!r} for the {role}s; its columns: {list(present)}. "
+                f"Name the column with --{role}_column (Columns({role}=...))"
+            )
