@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,11 +25,28 @@ def completion_text(completion: str | Sequence[Mapping[str, Any]]) -> str:
     '4'
     """
     if isinstance(completion, str):
-        return completion
+        return valid_unicode(completion)
     for message in reversed(completion):
         if message.get("role", "assistant") == "assistant":
-            return _content_text(message.get("content"))
+            return valid_unicode(_content_text(message.get("content")))
     return ""
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_unicode(text: str) -> str:
+    """The text with lone surrogates (which no UTF-8 request can carry) replaced by U+FFFD: a decoder that split a
+    character must cost that character, not the whole batch's request.
+
+    >>> valid_unicode("4 \\ud800") == "4 \\ufffd" and valid_unicode("ok") == "ok"
+    True
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
 
 
 def _content_text(content: Any) -> str:

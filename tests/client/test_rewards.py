@@ -109,6 +109,16 @@ def test_plain_and_chat_completions_give_one_reward_each_in_order(mode: str) -> 
     assert [i["math"]["gold"] for i in body["items"]] == ["12", "13", "14", "14"]
 
 
+def test_a_completion_with_a_lone_surrogate_is_scored_not_fatal(mode: str) -> None:
+    """No UTF-8 request can carry a lone surrogate: it becomes U+FFFD, and the rest of the batch is scored."""
+    fake = FakeVerifier()
+    reward = make_reward(mode, fake, "math")
+    completions: list[Any] = ["so 12 \ud800", chat("so \udfff13"), "so 14"]
+    assert call(reward, completions=completions, solution=["12", "13", "14"]) == [1.0, 1.0, 1.0]
+    [body] = fake.score_bodies
+    assert [i["completion"] for i in body["items"]][:2] == ["so 12 \ufffd", "so \ufffd13"]
+
+
 def test_a_large_batch_is_one_call_split_into_chunks_in_order(mode: str) -> None:
     fake = FakeVerifier()
     transport = httpx.MockTransport(fake)
