@@ -33,7 +33,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BASE_SCRIPT = ROOT / "scripts" / "offline-base-image.sh"
 SANDBOX_DOCKERFILE = ROOT / "sandbox" / "image" / "Dockerfile"
-RUNNER = ROOT / "sandbox" / "runner.py"
+RUNNER = ROOT / "sandbox" / "runner"  # the runner package
 
 OFFLINE_BASE = "verifier-base:offline"
 SANDBOX_IMAGE = "verifier-sandbox:test"
@@ -43,11 +43,13 @@ DOCKER_INFO_TIMEOUT_S = 30
 BASE_BUILD_TIMEOUT_S = 840
 SANDBOX_BUILD_TIMEOUT_S = 300
 
-PLACEHOLDER_RUNNER = '''"""Placeholder from tests/images/build.py: sandbox/runner.py did not exist at build time."""
+PLACEHOLDER_RUNNER = '''"""Placeholder from tests/images/build.py: sandbox/runner/ did not exist at build time."""
 
 import sys
 
-print("placeholder runner", sys.argv[1:])
+
+def main():
+    print("placeholder runner", sys.argv[1:])
 '''
 
 
@@ -122,20 +124,23 @@ def base_image() -> str:
 def ensure_sandbox_image(base: str, tag: str = SANDBOX_IMAGE, *, allow_placeholder: bool = False) -> str:
     """Build the sandbox image FROM `base` and return its tag; the layer cache makes a rebuild take about a second.
 
-    The build context is a temporary directory holding only the Dockerfile and sandbox/runner.py (the repository
-    root, virtual environment included, would be gigabytes). With allow_placeholder, a missing runner is replaced
-    by a stub that prints its arguments, and the image is labelled verifier.runner=placeholder; without it, a
-    missing runner is an ImageBuildError.
+    The build context is a temporary directory holding only the Dockerfile and the .py files of sandbox/runner/
+    (the repository root, virtual environment included, would be gigabytes). With allow_placeholder, a missing
+    runner is replaced by a stub package whose __main__.py prints its arguments, and the image is labelled
+    verifier.runner=placeholder; without it, a missing runner is an ImageBuildError.
     """
     with tempfile.TemporaryDirectory(prefix="sandbox-image-") as tmp:
         context = Path(tmp)
-        (context / "sandbox").mkdir()
+        package = context / "sandbox" / "runner"
+        package.mkdir(parents=True)
         shutil.copy(SANDBOX_DOCKERFILE, context / "Dockerfile")
-        if RUNNER.exists():
-            shutil.copy(RUNNER, context / "sandbox" / "runner.py")
+        if (RUNNER / "__main__.py").exists():
+            for module in RUNNER.glob("*.py"):
+                shutil.copy(module, package / module.name)
             runner_label = "source"
         elif allow_placeholder:
-            (context / "sandbox" / "runner.py").write_text(PLACEHOLDER_RUNNER)
+            (package / "__init__.py").write_text("")
+            (package / "__main__.py").write_text(PLACEHOLDER_RUNNER)
             runner_label = "placeholder"
         else:
             raise ImageBuildError(f"{RUNNER.relative_to(ROOT)} does not exist; the sandbox image needs it")

@@ -13,7 +13,8 @@ import pytest
 from sandbox import AssertTest, CallTest, Limits, RunResult, RunVerdict, StdioTest, TestOutcome, TestVerdict
 from sandbox.compare import json_equal, outcome, stdout_matches
 from sandbox.executor import invalid_test
-from sandbox.runner import Conn, Malformed, Remote, Unserializable, bind, decode, encode
+from sandbox.runner import Malformed, Unserializable, decode, encode
+from sandbox.runner.tester import Conn, Remote, bind
 
 
 def roundtrip(value: object) -> object:
