@@ -1,11 +1,20 @@
 """C, the candidate: one process per test that runs the program. It reports data, never a verdict: its stdout (S
-reads it from a pipe), or the values its functions return, encoded as plain JSON types by exact type."""
+reads it from a pipe), or the values its functions return, encoded as plain JSON types by exact type.
+
+The program is a real module, from a real file, main.py in its scratch dir (first on sys.path), as `python main.py`
+would make it: pickle, multiprocessing (fork, spawn or forkserver), dataclasses and typing find its functions and
+classes through sys.modules. A stdio test runs it as `__main__`; call and assert tests import it as `main`, as a
+harness importing a solution would, so its `if __name__ == "__main__":` block (a demo, or code reading stdin that
+the test does not give) does not run there.
+"""
 
 from __future__ import annotations
 
 import atexit
 import builtins
 import contextlib
+import importlib.machinery
+import importlib.util
 import json
 import os
 import signal
@@ -45,6 +54,10 @@ def candidate_main(opts):
     job = recv_frame(sock)
     if job is None:
         return
+    path = os.path.join(work, "main.py")
+    with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:  # before the file-size limit: ours to write
+        f.write(job["program"])
+    sys.path.insert(0, work)
     apply_limits(job["limits"], opts.nproc_base)
     prctl(PR_SET_DUMPABLE, 1)  # its own /proc is the program's business; S, Z and T stay non-dumpable
     sys.stdin = open(0, encoding="utf-8", errors="surrogateescape", closefd=False)  # noqa: SIM115
@@ -58,15 +71,31 @@ def candidate_main(opts):
         return
     send_frame(sock, {"compiled": True})  # the first frame, before any of the program runs: a later one is forged
     if job["mode"] == "stdio":
-        os._exit(run_main(code, sock))
-    serve_calls(code, sock)
+        os._exit(run_main(code, program_module("__main__", path), sock))
+    serve_calls(code, program_module("main", path), sock)
 
 
-def run_main(code, sock):
+def program_module(name, path):
+    """An empty module for the program, in sys.modules: `__main__` as `python main.py` makes it (no spec, so that a
+    process multiprocessing spawns runs the file again, as __mp_main__), or `main` as `import main` would."""
+    loader = importlib.machinery.SourceFileLoader(name, path)
+    if name == "__main__":
+        module = types.ModuleType(name)
+        module.__dict__.update(__file__=path, __cached__=None, __loader__=loader, __package__=None, __spec__=None)
+    else:
+        spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+        assert spec is not None  # a file location always makes one
+        module = importlib.util.module_from_spec(spec)
+    module.__dict__["__builtins__"] = builtins
+    sys.modules[name] = module
+    return module
+
+
+def run_main(code, module, sock):
     """Run the program as __main__ the way `python main.py` does; return its exit status."""
     status = 0
     try:
-        exec(code, {"__name__": "__main__", "__builtins__": builtins})
+        exec(code, module.__dict__)
     except SystemExit as exc:
         status = exc.code if type(exc.code) is int else (0 if exc.code is None else 1)
         if exc.code is not None and type(exc.code) is not int:
@@ -96,9 +125,9 @@ def _report(sock, obj):
         send_frame(sock, obj)
 
 
-def serve_calls(code, sock):
+def serve_calls(code, module, sock):
     """Load the program, announce its names, then answer requests from the driver (S or T) until EOF."""
-    ns = {"__name__": "__sandbox__", "__builtins__": builtins}
+    ns = module.__dict__
     try:
         exec(code, ns)
     except BaseException as exc:
