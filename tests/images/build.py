@@ -122,7 +122,11 @@ def base_image() -> str:
 
 @functools.cache
 def ensure_sandbox_image(base: str, tag: str = SANDBOX_IMAGE, *, allow_placeholder: bool = False) -> str:
-    """Build the sandbox image FROM `base` and return its tag; the layer cache makes a rebuild take about a second.
+    """Build the sandbox image FROM `base` and return its tag, `tag` plus a digest of the build context; the layer
+    cache makes a rebuild take about a second.
+
+    The digest is in the tag because one Docker engine may serve test runs of several checkouts at once: under a tag
+    of its own, a run's image is never replaced mid-run by another checkout's build of different code.
 
     The build context is a temporary directory holding only the Dockerfile and the .py files of sandbox/runner/
     (the repository root, virtual environment included, would be gigabytes). With allow_placeholder, a missing
@@ -144,10 +148,19 @@ def ensure_sandbox_image(base: str, tag: str = SANDBOX_IMAGE, *, allow_placehold
             runner_label = "placeholder"
         else:
             raise ImageBuildError(f"{RUNNER.relative_to(ROOT)} does not exist; the sandbox image needs it")
+        tag = f"{tag}-{_digest(context, base)}"
         command = ["docker", "build", "--quiet", "--build-arg", f"BASE_IMAGE={base}"]
         command += ["--label", f"verifier.runner={runner_label}", "--tag", tag, str(context)]
         _run(command, timeout=SANDBOX_BUILD_TIMEOUT_S)
     return tag
+
+
+def _digest(context: Path, base: str) -> str:
+    """12 hex digits naming what an image is built from: the files of its context, and its base."""
+    digest = hashlib.sha256(base.encode())
+    for path in sorted(p for p in context.rglob("*") if p.is_file()):
+        digest.update(f"\0{path.relative_to(context)}\0".encode() + path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 @contextmanager

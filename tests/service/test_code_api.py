@@ -27,7 +27,7 @@ from tests.images.build import base_image, ensure_sandbox_image, require_docker
 DATA = Path(__file__).resolve().parents[1] / "data" / "code.jsonl"
 ROWS = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
 BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
-SANDBOX_IMAGE = "verifier-sandbox:backend-tests"  # the tag tests/sandbox builds too: one image per session
+SANDBOX_IMAGE = "verifier-sandbox:backend-tests"  # as tests/sandbox: one image (its tag plus a digest)
 # A draft in the reasoning that must never be what runs: it would fail every test.
 DRAFT = "raise SystemExit('the draft inside the reasoning was run')\n"
 pytestmark = pytest.mark.timeout(300, func_only=True)  # func_only: building the image may take longer
