@@ -44,7 +44,7 @@ class Limits:
     wall_s: float = 5.0
     cpu_s: float = 5.0
     memory_mb: int = 512  # address space of the program's process (RLIMIT_AS)
-    max_processes: int = 32  # processes and threads of the program
+    max_processes: int = 128  # processes and threads of the program, zombies included: room for ordinary pools
     max_file_mb: int = 16  # largest file it may write
     max_output_bytes: int = 4 * 1024 * 1024  # stdout, and stderr, each
 

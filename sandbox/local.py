@@ -188,7 +188,7 @@ class LocalExecutor(PooledExecutor):
         if plan.bwrap is None:
             uid = self._uid(slot)
             drop = [] if uid is None else ["--drop-uid", str(uid), "--drop-gid", str(uid)]
-            nproc = ["--nproc-base", "6" if uid is not None else "0"]
+            nproc = ["--nproc-base", "1" if uid is not None else "0"]  # as root, S and Z are not of the uid: T is
             archive = f"/proc/self/fd/{runner_fd}"  # no jail to bind the archive into: its memfd, by its /proc path
             serve = [plan.python, "-I", "-B", archive, "--serve", "--scratch", str(scratch), *self._cpu(slot)]
             return [*serve, *drop, *nproc]

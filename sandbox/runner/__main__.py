@@ -21,7 +21,13 @@ def main(argv=None):
     parser.add_argument("--drop-uid", type=int, help="if root: run the program (and tests) as this uid")
     parser.add_argument("--drop-gid", type=int, default=65534)
     parser.add_argument("--cpu", type=int, help="pin the sandbox to this CPU")
-    parser.add_argument("--nproc-base", type=int, default=6, help="tasks of the uid besides the program; 0: no limit")
+    parser.add_argument(
+        "--nproc-base",
+        type=int,
+        default=3,
+        help="the runner's own tasks under the program's uid: S, Z and T (3) in a container or jail, T alone (1) "
+        "where S and Z run as root; 0: no process limit (S, Z and the program share a uid with other processes)",
+    )
     opts = parser.parse_args(argv)
     if not opts.serve:
         parser.error("nothing to do: pass --serve")

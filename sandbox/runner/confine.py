@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
 import os
@@ -18,7 +19,12 @@ DENIED_SYSCALLS = {
 }
 
 
+THREAD_STACK = 4 << 20
+
+
 def apply_limits(limits, nproc):
+    """`nproc`: the runner's own tasks under the process's uid, on top of the program's `max_processes` (RLIMIT_NPROC
+    counts every task of a uid); None: no process limit."""
     mib = 1 << 20
     cpu = max(1, math.ceil(limits["cpu_s"]))
     for res, value in (
@@ -28,10 +34,23 @@ def apply_limits(limits, nproc):
         (resource.RLIMIT_CORE, 0),
         (resource.RLIMIT_MSGQUEUE, 0),
         (resource.RLIMIT_NOFILE, 1024),
-        (resource.RLIMIT_NPROC, (limits["max_processes"] + nproc) if nproc else None),
+        (resource.RLIMIT_NPROC, (limits["max_processes"] + nproc) if nproc is not None else None),
     ):
         if value is not None:
             resource.setrlimit(res, value if isinstance(value, tuple) else (value, value))
+
+
+def small_thread_stacks():
+    """Threads get 4 MB stacks by default, not the 8 MB of RLIMIT_STACK: RLIMIT_AS counts the address space a stack
+    reserves, not what it uses, and 64 threads of 8 MB would exhaust the default 512 MB while using next to nothing.
+    A program that needs a deeper stack in a thread asks for it (threading.stack_size), as past 8 MB it must anyway.
+    Set once in Z: every fork of it inherits the default; a fresh interpreter (exec) starts from glibc's again."""
+    attr = ctypes.create_string_buffer(128)  # a pthread_attr_t: 56 bytes on x86-64, 64 on arm64
+    with contextlib.suppress(AttributeError):  # a libc without pthread_setattr_default_np keeps its own default
+        if libc.pthread_attr_init(attr) == 0:
+            libc.pthread_attr_setstacksize(attr, ctypes.c_size_t(THREAD_STACK))
+            libc.pthread_setattr_default_np(attr)
+            libc.pthread_attr_destroy(attr)
 
 
 class _Fprog(ctypes.Structure):

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from .candidate import candidate_main
-from .confine import seccomp_filter
+from .confine import seccomp_filter, small_thread_stacks
 from .procs import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, Broken, libc, place_fds, prctl, read_nonblocking
 from .tester import real_module, tester_main
 from .values import decode, encode
@@ -51,9 +51,11 @@ def zygote_main(sock, opts):
 def _warm_up(opts):
     """Do once here what every fork would otherwise do first: the compiler's and codecs' lazy set-up. Then freeze
     the heap out of the GC's sight, so a collection in a child does not copy every page on write. And cap glibc's
-    malloc arenas: each reserves 64 MB of address space, so a few threads would exhaust RLIMIT_AS for nothing."""
+    malloc arenas: each reserves 64 MB of address space, so a few threads would exhaust RLIMIT_AS for nothing (as
+    would threads' default stacks: see small_thread_stacks)."""
     with contextlib.suppress(AttributeError):  # not glibc
         libc.mallopt(-8, 2)  # M_ARENA_MAX
+    small_thread_stacks()
     real_module("math")
     opts.bpf = seccomp_filter()
     code = compile("def f(x, *a, **k):\n    return [x, 1.5, 'é', (1,), {2}, {'k': None}]\n", "w.py", "exec")
