@@ -59,7 +59,7 @@ def candidate_main(opts):
         f.write(job["program"])
     sys.path.insert(0, work)
     tester = job["mode"] == "rpc"  # an assert test: T, another task of the uid, is there while the program runs
-    apply_limits(job["limits"], opts.nproc_base - (not tester) if opts.nproc_base else None)
+    apply_limits(job["limits"], opts.nproc_base - (0 if tester else 1) if opts.nproc_base else None)
     prctl(PR_SET_DUMPABLE, 1)  # its own /proc is the program's business; S, Z and T stay non-dumpable
     sys.stdin = open(0, encoding="utf-8", errors="surrogateescape", closefd=False)  # noqa: SIM115
     sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
