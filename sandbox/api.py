@@ -44,7 +44,7 @@ class Limits:
     wall_s: float = 5.0
     cpu_s: float = 5.0
     memory_mb: int = 512  # address space of the program's process (RLIMIT_AS)
-    max_processes: int = 32  # processes and threads of the program
+    max_processes: int = 128  # processes and threads of the program, zombies included: room for ordinary pools
     max_file_mb: int = 16  # largest file it may write
     max_output_bytes: int = 4 * 1024 * 1024  # stdout, and stderr, each
 
@@ -88,6 +88,15 @@ class Submission:
     limits: Limits = Limits()
 
 
+def encodable(text: str | None) -> str | None:
+    """`text` with whatever UTF-8 cannot encode (lone surrogates) escaped: `\\ud800`.
+
+    A detail may quote what the program controls (an exception message, a value, a file name), and Python's text
+    can hold lone surrogates that no UTF-8 JSON can: one such detail would fail the whole batch's response.
+    """
+    return None if text is None else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 @dataclass(frozen=True)
 class TestOutcome:
     __test__ = False  # not a pytest test class, though tests import it
@@ -96,12 +105,18 @@ class TestOutcome:
     detail: str | None = None  # short, human, never the submitted code or a traceback longer than a line
     wall_s: float | None = None
 
+    def __post_init__(self) -> None:  # the one place every detail passes, whichever fact it quotes: see encodable
+        object.__setattr__(self, "detail", encodable(self.detail))
+
 
 @dataclass(frozen=True)
 class RunResult:
     verdict: RunVerdict
     tests: tuple[TestOutcome, ...] = ()
-    detail: str | None = None
+    detail: str | None = None  # a compile error quotes the program's own text
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "detail", encodable(self.detail))
 
     @property
     def passed(self) -> int:

@@ -30,6 +30,13 @@ log = logging.getLogger(__name__)
 
 POOL_LABEL = "verifier.sandbox.pool"
 STDOUT, STDERR = 1, 2
+IMAGE_POLL_S = 2.0  # while the image is missing: how often to look for it again
+MISSING_IMAGE = (
+    "the sandbox image {image} does not exist; build it from the repository root: "
+    "docker build -f sandbox/image/Dockerfile -t {image} . "
+    "(no registry: scripts/offline-base-image.sh, then "
+    "docker build -f sandbox/image/Dockerfile --build-arg BASE_IMAGE=verifier-base:offline -t {image} .)"
+)
 
 
 class AttachedChannel:
@@ -83,6 +90,7 @@ class DockerExecutor(PooledExecutor):
         super().__init__(config)
         self._client = client
         self._engine_cpus = 1
+        self._awaiting_image: asyncio.Task[None] | None = None
 
     @property
     def client(self) -> docker.DockerClient:
@@ -102,9 +110,34 @@ class DockerExecutor(PooledExecutor):
             return
         if removed:
             log.warning("removed %d sandbox containers left over from an earlier run", removed)
+        if not await self._image_exists():
+            # Said once, here; every sandbox start would fail alike. Sandboxes start once the image is built.
+            self.pool.last_error = MISSING_IMAGE.format(image=self.config.image)
+            log.error("%s", self.pool.last_error)
+            self._awaiting_image = asyncio.ensure_future(self._start_once_built())
+            return
+        await super().start()
+
+    async def _image_exists(self) -> bool:
+        try:
+            await asyncio.to_thread(self.client.images.get, self.config.image)
+        except docker.errors.ImageNotFound:
+            return False
+        except Exception:  # not the image's fault (the engine went away?): starting sandboxes will say what is wrong
+            return True
+        return True
+
+    async def _start_once_built(self) -> None:
+        while not await self._image_exists():
+            await asyncio.sleep(IMAGE_POLL_S)
+        log.info("the sandbox image %s exists now: starting sandboxes", self.config.image)
         await super().start()
 
     async def close(self) -> None:
+        if self._awaiting_image is not None:
+            self._awaiting_image.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._awaiting_image
         await super().close()
         if self._client is not None:
             with contextlib.suppress(docker.errors.DockerException):
@@ -151,9 +184,12 @@ class DockerExecutor(PooledExecutor):
         }
 
     async def create_sandbox(self, slot: int) -> DockerSandbox:
-        container = await asyncio.to_thread(
-            self.client.containers.create, self.config.image, **self.container_options(slot)
-        )
+        try:
+            container = await asyncio.to_thread(
+                self.client.containers.create, self.config.image, **self.container_options(slot)
+            )
+        except docker.errors.ImageNotFound:  # removed since start(): say how to build it again
+            raise RuntimeError(MISSING_IMAGE.format(image=self.config.image)) from None
         sock: socket.socket | None = None
         channel: AttachedChannel | None = None
         try:

@@ -1,7 +1,7 @@
 """What both backends share: validating a submission, driving a runner through a job, turning facts into a result.
 
 A backend only says how to start and destroy one sandbox (a container, a bubblewrap jail, a process); the runner
-inside speaks the same JSON-lines protocol everywhere (see runner.py).
+inside speaks the same JSON-lines protocol everywhere (see runner/__init__.py).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import zipapp
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,8 +31,8 @@ from sandbox.runner import proc_pids
 
 log = logging.getLogger(__name__)
 
-RUNNER = Path(__file__).with_name("runner.py")
-IN_JAIL_RUNNER = "/opt/sandbox/runner.py"
+RUNNER = Path(__file__).with_name("runner")  # the package; it runs as a zipapp, as in the image
+IN_JAIL_RUNNER = "/opt/sandbox/runner.pyz"
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 PROBE = "import ctypes, json, resource, select, socket; print('ok')"
 WEAK = (
@@ -47,6 +49,7 @@ class Plan:
     python: str
     bwrap: str | None
     disable_userns: bool = False
+    runner: bytes = b""  # the runner's zipapp, built once: every sandbox of an executor runs the same code
 
 
 class ProcessChannel:
@@ -150,16 +153,17 @@ class LocalExecutor(PooledExecutor):
     def _choose_plan(self) -> Plan:
         pythons = [self.config.local_python] if self.config.local_python else _python_candidates()
         bwrap = shutil.which("bwrap") if self._use_bwrap else None
+        runner = runner_archive()
         if bwrap:
             disable_userns = _bwrap_version(bwrap) >= (0, 8)
             for python in pythons:
-                plan = Plan(python, bwrap, disable_userns)
+                plan = Plan(python, bwrap, disable_userns, runner)
                 if self._probe(self._argv(plan, 0, scratch=None, runner_fd=None, probe=True), 0):
                     return plan
             log.warning("bubblewrap is installed but cannot run a sandbox here (no unprivileged user namespaces?)")
         for python in pythons:
             if self._probe([python, "-I", "-c", PROBE], 0):
-                return Plan(python, None)
+                return Plan(python, None, runner=runner)
         raise RuntimeError(f"no Python interpreter runs for the sandbox user: tried {pythons}")
 
     def _probe(self, argv: list[str], slot: int) -> bool:
@@ -184,8 +188,9 @@ class LocalExecutor(PooledExecutor):
         if plan.bwrap is None:
             uid = self._uid(slot)
             drop = [] if uid is None else ["--drop-uid", str(uid), "--drop-gid", str(uid)]
-            nproc = ["--nproc-base", "6" if uid is not None else "0"]
-            serve = [plan.python, "-I", "-B", str(RUNNER), "--serve", "--scratch", str(scratch), *self._cpu(slot)]
+            nproc = ["--nproc-base", "1" if uid is not None else "0"]  # as root, S and Z are not of the uid: T is
+            archive = f"/proc/self/fd/{runner_fd}"  # no jail to bind the archive into: its memfd, by its /proc path
+            serve = [plan.python, "-I", "-B", archive, "--serve", "--scratch", str(scratch), *self._cpu(slot)]
             return [*serve, *drop, *nproc]
         if probe:
             return [plan.bwrap, *_jail_args(plan, self.config.scratch_mb, []), "--", plan.python, "-I", "-c", PROBE]
@@ -195,15 +200,14 @@ class LocalExecutor(PooledExecutor):
 
     async def create_sandbox(self, slot: int) -> LocalSandbox:
         assert self.plan is not None
-        scratch, runner_fd = None, None
+        scratch = None
         if self.plan.bwrap is None:
             scratch = tempfile.mkdtemp(prefix=f"verifier-sandbox-{slot}-")
             if self._uid(slot) is not None:
                 os.chown(scratch, self._uid(slot) or 0, self._uid(slot) or 0)
-        else:
-            runner_fd = os.memfd_create("runner.py")
-            os.write(runner_fd, RUNNER.read_bytes())
-            os.lseek(runner_fd, 0, os.SEEK_SET)
+        runner_fd = os.memfd_create("runner.pyz")
+        os.write(runner_fd, self.plan.runner)
+        os.lseek(runner_fd, 0, os.SEEK_SET)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *self._argv(self.plan, slot, scratch, runner_fd),
@@ -211,14 +215,13 @@ class LocalExecutor(PooledExecutor):
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 env=ENV,
-                pass_fds=() if runner_fd is None else (runner_fd,),
+                pass_fds=(runner_fd,),
                 start_new_session=True,
                 limit=8 * self.config.max_limits.max_output_bytes + (1 << 20),
                 **(self._user_kwargs(slot) if self.plan.bwrap else {}),  # without: the runner drops C and T itself
             )
         finally:
-            if runner_fd is not None:
-                os.close(runner_fd)
+            os.close(runner_fd)
         sandbox = LocalSandbox(slot, proc, scratch, self._uid(slot) if self.plan.bwrap is None else None)
         try:
             await asyncio.wait_for(_expect_ready(sandbox), self.config.start_timeout_s)
@@ -261,6 +264,18 @@ def _jail_args(plan: Plan, scratch_mb: int, extra: list[str]) -> list[str]:
         "--chdir", "/",
         "--remount-ro", "/dev", "--remount-ro", "/",  # last: bubblewrap's own root and /dev are writable tmpfs
     ]  # fmt: skip
+
+
+def runner_archive() -> bytes:
+    """The runner package as a zipapp, built in memory: what the image's Dockerfile builds with `python -m zipapp`.
+    A jail gets it as one read-only file, through a memfd: a snapshot of the runner and nothing else of the host."""
+    archive = io.BytesIO()
+    zipapp.create_archive(RUNNER.parent, archive, main="runner.__main__:main", filter=_in_runner)
+    return archive.getvalue()
+
+
+def _in_runner(path: Path) -> bool:
+    return path.parts[0] == RUNNER.name and path.suffix == ".py"  # no __pycache__, nothing else of sandbox/
 
 
 def _python_candidates() -> list[str]:

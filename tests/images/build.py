@@ -33,7 +33,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BASE_SCRIPT = ROOT / "scripts" / "offline-base-image.sh"
 SANDBOX_DOCKERFILE = ROOT / "sandbox" / "image" / "Dockerfile"
-RUNNER = ROOT / "sandbox" / "runner.py"
+RUNNER = ROOT / "sandbox" / "runner"  # the runner package
 
 OFFLINE_BASE = "verifier-base:offline"
 SANDBOX_IMAGE = "verifier-sandbox:test"
@@ -43,11 +43,13 @@ DOCKER_INFO_TIMEOUT_S = 30
 BASE_BUILD_TIMEOUT_S = 840
 SANDBOX_BUILD_TIMEOUT_S = 300
 
-PLACEHOLDER_RUNNER = '''"""Placeholder from tests/images/build.py: sandbox/runner.py did not exist at build time."""
+PLACEHOLDER_RUNNER = '''"""Placeholder from tests/images/build.py: sandbox/runner/ did not exist at build time."""
 
 import sys
 
-print("placeholder runner", sys.argv[1:])
+
+def main():
+    print("placeholder runner", sys.argv[1:])
 '''
 
 
@@ -120,29 +122,45 @@ def base_image() -> str:
 
 @functools.cache
 def ensure_sandbox_image(base: str, tag: str = SANDBOX_IMAGE, *, allow_placeholder: bool = False) -> str:
-    """Build the sandbox image FROM `base` and return its tag; the layer cache makes a rebuild take about a second.
+    """Build the sandbox image FROM `base` and return its tag, `tag` plus a digest of the build context; the layer
+    cache makes a rebuild take about a second.
 
-    The build context is a temporary directory holding only the Dockerfile and sandbox/runner.py (the repository
-    root, virtual environment included, would be gigabytes). With allow_placeholder, a missing runner is replaced
-    by a stub that prints its arguments, and the image is labelled verifier.runner=placeholder; without it, a
-    missing runner is an ImageBuildError.
+    The digest is in the tag because one Docker engine may serve test runs of several checkouts at once: under a tag
+    of its own, a run's image is never replaced mid-run by another checkout's build of different code.
+
+    The build context is a temporary directory holding only the Dockerfile and the .py files of sandbox/runner/
+    (the repository root, virtual environment included, would be gigabytes). With allow_placeholder, a missing
+    runner is replaced by a stub package whose __main__.py prints its arguments, and the image is labelled
+    verifier.runner=placeholder; without it, a missing runner is an ImageBuildError.
     """
     with tempfile.TemporaryDirectory(prefix="sandbox-image-") as tmp:
         context = Path(tmp)
-        (context / "sandbox").mkdir()
+        package = context / "sandbox" / "runner"
+        package.mkdir(parents=True)
         shutil.copy(SANDBOX_DOCKERFILE, context / "Dockerfile")
-        if RUNNER.exists():
-            shutil.copy(RUNNER, context / "sandbox" / "runner.py")
+        if (RUNNER / "__main__.py").exists():
+            for module in RUNNER.glob("*.py"):
+                shutil.copy(module, package / module.name)
             runner_label = "source"
         elif allow_placeholder:
-            (context / "sandbox" / "runner.py").write_text(PLACEHOLDER_RUNNER)
+            (package / "__init__.py").write_text("")
+            (package / "__main__.py").write_text(PLACEHOLDER_RUNNER)
             runner_label = "placeholder"
         else:
             raise ImageBuildError(f"{RUNNER.relative_to(ROOT)} does not exist; the sandbox image needs it")
+        tag = f"{tag}-{_digest(context, base)}"
         command = ["docker", "build", "--quiet", "--build-arg", f"BASE_IMAGE={base}"]
         command += ["--label", f"verifier.runner={runner_label}", "--tag", tag, str(context)]
         _run(command, timeout=SANDBOX_BUILD_TIMEOUT_S)
     return tag
+
+
+def _digest(context: Path, base: str) -> str:
+    """12 hex digits naming what an image is built from: the files of its context, and its base."""
+    digest = hashlib.sha256(base.encode())
+    for path in sorted(p for p in context.rglob("*") if p.is_file()):
+        digest.update(f"\0{path.relative_to(context)}\0".encode() + path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 @contextmanager

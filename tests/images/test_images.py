@@ -21,7 +21,7 @@ HARDENED = [
     "--security-opt=no-new-privileges",
     "--tmpfs=/tmp:rw,nosuid,nodev,size=16m",
 ]
-ENTRYPOINT = ["/usr/local/bin/python3", "-I", "-B", "/opt/sandbox/runner.py"]
+ENTRYPOINT = ["/usr/local/bin/python3", "-I", "-B", "/opt/sandbox/runner.pyz"]
 COMPILERS = "gcc cc c++ g++ clang tcc"
 # Checks the sandbox's confinement from inside: prints what it could and could not do.
 CONFINEMENT_PROBE = """
@@ -44,7 +44,7 @@ print(json.dumps({
     "interfaces": sorted(name for _, name in socket.if_nameindex()),
     "connect": attempt(lambda: socket.create_connection(("1.1.1.1", 53), timeout=2)),
     "write_root": attempt(lambda: write("/probe")),
-    "write_runner": attempt(lambda: write("/opt/sandbox/runner.py")),
+    "write_runner": attempt(lambda: write("/opt/sandbox/runner.pyz")),
     "write_tmp": attempt(lambda: write("/tmp/probe")),
 }))
 """
@@ -152,10 +152,24 @@ def test_sandbox_image_config(sandbox_image: str) -> None:
     assert passwd.splitlines() == ["sandbox:x:10001:10001::/nonexistent:/usr/sbin/nologin", "sandbox:x:10001:"]
 
 
-def test_sandbox_carries_the_runner(sandbox_image: str) -> None:
+# What the image's zipapp holds: file name -> text.
+LIST_ARCHIVE = (
+    "import json, zipfile\n"
+    "archive = zipfile.ZipFile('/opt/sandbox/runner.pyz')\n"
+    "print(json.dumps({n: archive.read(n).decode() for n in archive.namelist() if not n.endswith('/')}))\n"
+)
+
+
+def test_sandbox_carries_the_runner_package_as_a_zipapp(sandbox_image: str) -> None:
     labels = image_labels(sandbox_image) or {}
-    expected = PLACEHOLDER_RUNNER if labels.get("verifier.runner") == "placeholder" else RUNNER.read_text()
-    assert run_in(sandbox_image, "/opt/sandbox/runner.py", options=("--entrypoint=cat",)) == expected.strip()
+    if labels.get("verifier.runner") == "placeholder":
+        package = {"__init__.py": "", "__main__.py": PLACEHOLDER_RUNNER}
+    else:
+        package = {module.name: module.read_text() for module in RUNNER.glob("*.py")}
+    archive = json.loads(run_in(sandbox_image, "-I", "-c", LIST_ARCHIVE, options=("--entrypoint=python3",)))
+    main = archive.pop("__main__.py")
+    assert archive == {f"runner/{name}": text for name, text in package.items()}
+    assert "runner.__main__.main()" in main  # what zipapp writes for --main runner.__main__:main
 
 
 def test_sandbox_adds_little_to_its_base(sandbox_image: str, capsys: pytest.CaptureFixture[str]) -> None:

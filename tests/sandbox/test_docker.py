@@ -4,9 +4,12 @@ is there. The hostile-program tests in this folder run on Docker too."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import logging
 import threading
 import time
+import uuid
 import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +19,7 @@ import docker
 import pytest
 
 from sandbox import CallTest, RunVerdict, SandboxConfig, TestVerdict
-from sandbox.docker_backend import POOL_LABEL, DockerExecutor
+from sandbox.docker_backend import IMAGE_POLL_S, POOL_LABEL, DockerExecutor
 from tests.sandbox.conftest import start_executor
 from tests.sandbox.live import LiveExecutor
 
@@ -130,6 +133,35 @@ def test_no_image_means_sandbox_unavailable_never_a_zero(engine: docker.DockerCl
         assert (result.verdict, result.score) == (RunVerdict.SANDBOX_UNAVAILABLE, None)
     finally:
         live.close()
+
+
+def test_a_missing_image_is_named_once_with_its_build_command_and_used_once_it_is_built(
+    engine: docker.DockerClient, docker_image: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    image = f"verifier-sandbox:missing-{uuid.uuid4().hex[:12]}"
+    build = f"docker build -f sandbox/image/Dockerfile -t {image} ."
+    offline = f"docker build -f sandbox/image/Dockerfile --build-arg BASE_IMAGE=verifier-base:offline -t {image} ."
+    config = SandboxConfig(pool_size=1, image=image, pool_name=f"tests-missing-{uuid.uuid4().hex[:8]}")
+    with caplog.at_level(logging.INFO, logger="sandbox"):
+        live = LiveExecutor(DockerExecutor(config))
+        try:
+            status = live.status()
+            assert status["ready"] is False and build in status["last_error"] and offline in status["last_error"]
+            result = live.run(*HONEST)
+            assert (result.verdict, result.score) == (RunVerdict.SANDBOX_UNAVAILABLE, None)
+            assert build in (result.detail or "")
+            time.sleep(2 * IMAGE_POLL_S)  # it looks for the image again meanwhile, and says nothing more
+            engine.images.get(docker_image).tag(image)  # as the command would: the image exists now
+            deadline = time.monotonic() + 60
+            while not live.status()["ready"] and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert live.run(*HONEST).score == 1.0
+        finally:
+            live.close()
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                engine.images.remove(image)
+    said = [r for r in caplog.records if build in r.getMessage()]
+    assert len(said) == 1 and said[0].levelno == logging.ERROR, [r.getMessage() for r in caplog.records]
 
 
 def test_no_engine_means_sandbox_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:

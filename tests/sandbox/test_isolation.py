@@ -120,16 +120,17 @@ SCRATCH = """
 import os
 def probe():
     cwd = os.getcwd()
-    fresh = os.listdir(".") == [] and os.listdir("/tmp") == [os.path.basename(cwd)]
+    fresh = os.listdir(".") == ["main.py"] and os.listdir("/tmp") == [os.path.basename(cwd)]
     with open("scratch-file", "w") as f:
         f.write("x" * 100)
-    return [cwd.startswith("/tmp/"), fresh, os.environ["HOME"] == cwd, os.listdir(".")]
+    return [cwd.startswith("/tmp/"), fresh, os.environ["HOME"] == cwd, sorted(os.listdir("."))]
 """
 
 
 def test_each_run_gets_a_fresh_writable_scratch_directory(solo: LiveExecutor) -> None:
+    """Holding only the program, main.py, as a directory where one runs `python main.py`."""
     for _ in range(2):
-        assert solo.probe(SCRATCH) == [True, True, True, ["scratch-file"]]
+        assert solo.probe(SCRATCH) == [True, True, True, ["main.py", "scratch-file"]]
 
 
 LEAVE_TRACES = r"""

@@ -3,12 +3,13 @@ that stay inside them pass, whatever their neighbours do. (`timeout` marks bound
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from sandbox import AssertTest, CallTest, Limits, StdioTest, Submission, TestVerdict
-from tests.sandbox.conftest import start_executor
+from tests.sandbox.conftest import BACKENDS, start_executor
 from tests.sandbox.live import LiveExecutor
 
 pytestmark = pytest.mark.timeout(60, func_only=True)
@@ -126,6 +127,90 @@ def test_threads_count_against_the_process_limit(executor: LiveExecutor) -> None
     over = executor.run(program, CallTest("f", (64,), expected=42), max_processes=16)
     assert only(over) == TestVerdict.RUNTIME_ERROR and "thread" in (over.tests[0].detail or ""), over
     assert executor.run(program, CallTest("f", (8,), expected=42), max_processes=16).score == 1.0
+
+
+UNREAPED_CHILDREN = """
+import os
+def f(x):
+    for _ in range(50):
+        if os.fork() == 0:
+            os._exit(0)  # a zombie until its parent exits: the parent never waits for it
+    return 2 * x
+"""
+THREAD_POOL = """
+import threading
+import os
+from concurrent.futures import ThreadPoolExecutor
+def f(x):
+    everyone = threading.Barrier(64)  # all 64 threads alive at once
+    with ThreadPoolExecutor(64) as pool:
+        return sum(pool.map(lambda _: everyone.wait(timeout=20) * 0 + 1, range(64))) - 64 + 2 * x
+"""
+
+
+@pytest.mark.parametrize("program", [UNREAPED_CHILDREN, THREAD_POOL], ids=["50-unreaped-children", "64-threads"])
+@pytest.mark.parametrize("form", FORMS)
+def test_ordinary_parallel_code_fits_the_default_limits(executor: LiveExecutor, program: str, form: str) -> None:
+    result = executor.run(program + "if __name__ == '__main__':\n    print(f(21))\n", FORMS[form], wall_s=30)
+    assert (result.score, only(result)) == (1.0, TestVerdict.PASSED), result
+
+
+ORPHANS = """
+import os, time
+def orphan():
+    for _ in range(1000):  # a fork refused (EAGAIN) while the runner has not reaped the last orphans yet: again
+        try:
+            return os.fork()
+        except BlockingIOError:
+            time.sleep(0.01)
+    raise BlockingIOError("orphans are never reaped")
+def f(x):
+    for _ in range(200):
+        child = orphan()
+        if child == 0:
+            if orphan() == 0:
+                os._exit(0)  # an orphan as soon as its parent exits: the runner's zygote (subreaper) reaps it
+            os._exit(0)
+        os.waitpid(child, 0)
+    return 2 * x
+"""
+
+
+def test_orphans_are_reaped_as_they_come_and_cost_the_program_no_processes(executor: LiveExecutor) -> None:
+    """200 orphans, never more than a few alive at once, under a limit of 16 processes."""
+    result = executor.run(ORPHANS, FORMS["call"], max_processes=16, wall_s=30, cpu_s=30)
+    assert (result.score, only(result)) == (1.0, TestVerdict.PASSED), result
+
+
+THREADS = """
+import threading
+def f(n):
+    done, started = threading.Event(), 0
+    try:
+        for _ in range(n):
+            threading.Thread(target=done.wait).start()
+            started += 1
+    finally:
+        done.set()
+    return started
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_program_gets_exactly_max_processes_tasks(request: pytest.FixtureRequest, backend: str) -> None:
+    """Its own process and 15 threads under max_processes=16, whatever the runner's own tasks of its uid (S and Z, and
+    T in assert tests); a 16th thread is refused. (A uid of its own: tasks of other sandboxes, of either backend, that
+    ran as the same uid must not count, even while they are still dying.)"""
+    uid_base = (30_000 if backend == "local" else 34_000) + (os.getpid() % 1000) * 4
+    live = start_executor(backend, request, pool_size=1, uid_base=uid_base)
+    try:
+        fits = [CallTest("f", (15,), expected=15), AssertTest("assert f(15) == 15")]
+        assert live.run(THREADS, *fits, max_processes=16).score == 1.0
+        over = live.run(THREADS, CallTest("f", (16,), expected=16), AssertTest("f(16)"), max_processes=16)
+        assert [t.verdict for t in over.tests] == [TestVerdict.RUNTIME_ERROR] * 2, over
+        assert all("thread" in (t.detail or "") for t in over.tests), over
+    finally:
+        live.close()
 
 
 def test_time_spent_queueing_is_not_counted(executor: LiveExecutor) -> None:

