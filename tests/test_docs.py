@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# Files of other projects that our docs cite by their path there.
+# Files that are not this repository's to hold: other projects' files our docs cite by their path there, and files that
+# exist only while the project runs.
 ELSEWHERE = {
     "trl/rewards/accuracy_rewards.py",  # huggingface/trl, in bench/README.md
     "tests/test_all.py",  # huggingface/Math-Verify, in tests/data/README.md
     "bench/results/",  # git-ignored: where the benchmarks write their JSON
+    "main.py",  # the program's file, written inside the sandbox for each test (sandbox/README.md)
 }
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 # `a/b.py`, `b.md`, `a/b/` (a folder); not `rewards/x/mean` (a metric) or `40/9`.
