@@ -64,7 +64,8 @@ def settings_or_exit(overrides: dict[str, object]) -> VerifierSettings:
     try:
         return VerifierSettings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_input=False))
+        errors = exc.errors(include_input=False)
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}".removeprefix(": ") for e in errors)
         raise SystemExit(f"reward-verifier: invalid settings: {problems}") from None
 
 

@@ -62,7 +62,7 @@ async def require_api_key(
     if settings.api_key is None:
         return
     given = credentials.credentials if credentials is not None else ""
-    if not hmac.compare_digest(given.encode(), settings.api_key.get_secret_value().encode()):
+    if not given or not hmac.compare_digest(given.encode(), settings.api_key.get_secret_value().encode()):
         raise HTTPException(
             401, "missing or wrong API key (send 'Authorization: Bearer <key>')", {"WWW-Authenticate": "Bearer"}
         )

@@ -72,6 +72,14 @@ class VerifierSettings(BaseSettings):
             raise ValueError("VERIFIER_MATH_TIMEOUT_S must be shorter than VERIFIER_BATCH_TIMEOUT_S")
         return self
 
+    @model_validator(mode="after")
+    def _check_api_key(self) -> VerifierSettings:
+        # An empty key (`VERIFIER_API_KEY=` in an .env, a secret that did not render) is a mistake, not "no auth":
+        # refuse to start rather than guess which was meant.
+        if self.api_key is not None and not self.api_key.get_secret_value().strip():
+            raise ValueError("VERIFIER_API_KEY is set but empty: set a key, or unset the variable to run without auth")
+        return self
+
 
 ENV_PREFIX = "VERIFIER_"
 # VERIFIER_* names that other parts of the project read (compose, the client, the tests): not the service's, not typos.

@@ -3,15 +3,18 @@ goes away, and a math-only deployment."""
 
 from __future__ import annotations
 
+import os
 import re
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import Server, running_server
+from tests.conftest import Server, free_port, running_server
 
 BOMB = {"completion": "\\boxed{9^{9^{9^{9}}}}", "math": {"gold": "5"}}
 
@@ -40,6 +43,16 @@ def test_start_up_names_unknown_settings_and_auth_and_probes_stay_out_of_the_acc
     assert "auth: off (no VERIFIER_API_KEY)" in log
     assert '"POST /v1/score HTTP/1.1" 200' in log
     assert "/healthz" not in log and "/readyz" not in log
+
+
+def test_an_empty_api_key_stops_the_server_instead_of_opening_it(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
+    env |= {"VERIFIER_API_KEY": "", "VERIFIER_PORT": str(free_port())}
+    done = subprocess.run(
+        [sys.executable, "-m", "verifier_service"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode != 0
+    assert "VERIFIER_API_KEY is set but empty" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_auth_on_is_logged(tmp_path: Path) -> None:
@@ -75,7 +88,6 @@ def test_a_client_that_goes_away_has_its_work_cancelled(tmp_path: Path) -> None:
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(f"{server.url}/v1/score", json={"items": [BOMB]}, timeout=httpx.Timeout(60, read=1.0))
         wait_for(lambda: counters(server).get("499") == 1.0, 20, f"not cancelled: {counters(server)}")
-        ready = httpx.get(f"{server.url}/readyz")
         wait_for(lambda: httpx.get(f"{server.url}/readyz").status_code == 200, 20, "no fresh worker")
         ready = httpx.get(f"{server.url}/readyz")
         assert pid not in ready.json()["math_workers"]["pids"]

@@ -32,6 +32,13 @@ def test_settings_fail_fast() -> None:
         VerifierSettings(port=0)
 
 
+@pytest.mark.parametrize("key", ["", "  "])
+def test_an_empty_api_key_is_refused_not_taken_for_no_auth(monkeypatch: pytest.MonkeyPatch, key: str) -> None:
+    monkeypatch.setenv("VERIFIER_API_KEY", key)
+    with pytest.raises(ValidationError, match="VERIFIER_API_KEY is set but empty"):
+        VerifierSettings()
+
+
 def test_not_ready_before_the_pool_starts() -> None:
     client = TestClient(create_app(VerifierSettings(math_workers=1)))  # no `with`: the lifespan has not run
     response = client.get("/readyz")
