@@ -10,7 +10,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainer_client.errors import VerifierError, VerifierRequestError, VerifierUnavailableError
+from trainer_client.errors import (
+    RETRYABLE_ERRORS,
+    VerifierConnectionError,
+    VerifierError,
+    VerifierRequestError,
+    VerifierUnavailableError,
+)
 from trainer_client.inputs import code_spec, column, completion_text, gold_text
 from trainer_client.metrics import row_verdicts, verdict_metrics
 from verifier_service.schema import COMPONENTS, CodeSpec, FormatOptions, ItemResult, MathOptions, MathSpec, ScoreItem
@@ -157,11 +163,13 @@ class RewardCore:
             )
 
     def _check_first_answer(self, batch: Batch, error: VerifierError | None) -> None:
-        """A verifier that has never answered is not an outage to ride out but a setup that cannot work (a wrong
-        URL, a verifier not started): stop at the first call instead of after `max_consecutive_failures` steps."""
+        """Nothing listening at the verifier's address, before it has ever answered this reward function, is not an
+        outage to ride out but a setup that cannot work (a wrong URL, a verifier not started): stop at the first
+        call instead of after `max_consecutive_failures` steps. A verifier that answers anything (a 503 while busy,
+        a slow batch that times out, a dropped connection) is there: those calls give None, as later outages do."""
         if not batch.items:  # nothing was sent
             return
-        if error is None:
+        if not nothing_listens(error):
             self.answered = True
         elif not self.answered and self.spec.max_consecutive_failures is not None:
             raise VerifierUnavailableError(
@@ -193,3 +201,8 @@ def auth_error(name: str, kind: str, error: VerifierRequestError, key_sent: bool
         status_code=401,
         detail=error.detail,
     )
+
+
+def nothing_listens(error: VerifierError | None) -> bool:
+    """The request never reached a server: the connection was refused, or the host is unknown or unreachable."""
+    return isinstance(error, VerifierConnectionError) and isinstance(error.__cause__, RETRYABLE_ERRORS)

@@ -207,9 +207,9 @@ def test_an_unreachable_verifier_gives_none_for_every_completion(mode: str, capl
     assert call(reward, completions=["<think>a</think>b"]) == [1.0]  # back: rewards again
 
 
-@pytest.mark.parametrize("outage", ["connect", "503"])
-def test_a_verifier_that_never_answered_stops_the_first_call(mode: str, outage: str) -> None:
-    fake = FakeVerifier([OUTAGES[outage]() for _ in range(2)])
+@pytest.mark.parametrize("unreachable", [httpx.ConnectError("refused"), httpx.ConnectTimeout("no route")])
+def test_a_verifier_that_never_answered_stops_the_first_call(mode: str, unreachable: Exception) -> None:
+    fake = FakeVerifier([unreachable, unreachable])
     reward = make_reward(mode, fake, "math")
     assert call(reward, completions=["1"], solution=[None]) == [None]  # nothing to send: not a failure
     with pytest.raises(VerifierUnavailableError, match="has not answered this reward function once") as caught:
@@ -217,6 +217,16 @@ def test_a_verifier_that_never_answered_stops_the_first_call(mode: str, outage: 
     assert "base_url=" in str(caught.value) and "wait_until_ready" in str(caught.value)
     assert isinstance(caught.value.__cause__, VerifierUnavailableError)
     assert len(fake.requests) == 2  # after the client's retries, not instead of them
+
+
+@pytest.mark.parametrize("outage", ["timeout", "broken", "503", "429"])
+def test_a_verifier_that_answers_at_all_is_ridden_out_from_the_first_call(mode: str, outage: str) -> None:
+    """Busy (503, 429), slow (a read timeout) or dropping a connection: it is there, so None, not a stopped run."""
+    attempts = 2 if outage in ("503", "429") else 1  # statuses are retried once (FAST), the others never
+    fake = FakeVerifier([OUTAGES[outage]() for _ in range(attempts)])
+    reward = make_reward(mode, fake, "math")
+    assert call(reward, completions=["1"], solution=["1"]) == [None]
+    assert call(reward, completions=["1"], solution=["1"]) == [1.0]
 
 
 @pytest.mark.parametrize("outage", OUTAGES)
