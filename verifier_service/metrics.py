@@ -46,7 +46,8 @@ class Metrics:
 
 class CountResponses:
     """ASGI middleware: count every answer to `path` by its HTTP status, whoever produced it (the route, a 401 or 422
-    from its dependencies, the body-size limit, an error handler)."""
+    from its dependencies, the body-size limit, an error handler). An unhandled error passes through here on its way
+    to Starlette's outermost middleware, which answers 500: it is counted as that."""
 
     def __init__(self, app: Any, metrics: Metrics, path: str) -> None:
         self.app, self.metrics, self.path = app, metrics, path
@@ -55,10 +56,18 @@ class CountResponses:
         if scope["type"] != "http" or scope.get("path") != self.path:
             await self.app(scope, receive, send)
             return
+        started = False
 
         async def counted_send(message: dict[str, Any]) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 self.metrics.requests.labels(status=str(message["status"])).inc()
             await send(message)
 
-        await self.app(scope, receive, counted_send)
+        try:
+            await self.app(scope, receive, counted_send)
+        except Exception:
+            if not started:
+                self.metrics.requests.labels(status="500").inc()
+            raise

@@ -67,3 +67,20 @@ def test_sandbox_settings_reach_the_executor(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("VERIFIER_SANDBOX__MAX_WALL_S", "7")
     config = sandbox_config(VerifierSettings())
     assert (config.uid_base, config.pool_name, config.max_limits.wall_s) == (20001, "replica-2", 7.0)
+
+
+def test_an_internal_error_is_a_500_without_detail_and_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug in the engine (the only way to a 500) still shows in verifier_requests_total."""
+    from verifier_service.engine import Engine
+
+    async def broken(self: Engine, items: object) -> None:
+        raise RuntimeError("a bug with secret details")
+
+    monkeypatch.setattr(Engine, "score", broken)
+    app = create_app(VerifierSettings(math_workers=1, code_enabled=False))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.post("/v1/score", json={"items": [{"completion": "x", "format": {}}]})
+        metrics = client.get("/metrics").text
+    assert response.status_code == 500 and "internal error (request id" in response.json()["detail"]
+    assert "secret" not in response.text
+    assert 'verifier_requests_total{status="500"} 1.0' in metrics
