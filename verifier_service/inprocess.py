@@ -7,8 +7,9 @@
 
 `score` starts everything and stops it again (a second or two); to score many times, keep one `Verifier` open:
 
-    with Verifier() as verifier:            # settings from VERIFIER_* variables, or Verifier(math_workers=4, ...)
-        results = verifier.score(items)     # ScoreItems or dicts of the wire format; one ItemResult each, in order
+    if __name__ == "__main__":                  # as with multiprocessing: the math workers import your script again
+        with Verifier() as verifier:            # settings from VERIFIER_* variables, or Verifier(math_workers=4, ...)
+            results = verifier.score(items)     # ScoreItems or dicts of the wire format; one ItemResult each, in order
 
 `AsyncVerifier` is the same for code that runs an event loop. Items are checked as the server checks them: one it
 would refuse raises `ValueError` naming the item and the field; nothing is scored then.
@@ -17,6 +18,7 @@ would refuse raises `ValueError` naming the item and the field; nothing is score
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from collections.abc import Coroutine, Iterable, Mapping
 from types import TracebackType
@@ -32,6 +34,16 @@ from verifier_service.settings import VerifierSettings
 T = TypeVar("T")
 ItemLike = ScoreItem | Mapping[str, Any]
 _ITEM = TypeAdapter(ScoreItem)
+
+
+def refuse_in_a_worker() -> None:
+    """Workers import the script's main module again (multiprocessing's forkserver does): a verifier started at
+    module level would start there too, and without end. Say what to do instead."""
+    if getattr(sys.modules.get("__main__"), "__name__", None) == "__mp_main__":
+        raise RuntimeError(
+            "a Verifier was started while a worker process imported your script: start it under "
+            "`if __name__ == '__main__':` (the README's in-process example shows how)"
+        )
 
 
 def check_items(items: Iterable[ItemLike], settings: VerifierSettings) -> list[ScoreItem]:
@@ -58,6 +70,7 @@ class AsyncVerifier:
 
     async def start(self) -> None:
         if self._runtime is None:
+            refuse_in_a_worker()
             runtime = Runtime(self.settings)
             await runtime.start()
             self._runtime = runtime

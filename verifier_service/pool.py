@@ -158,7 +158,15 @@ class WorkerPool:
         if not await _readable(worker.conn, self.start_timeout_s):
             worker.kill()
             raise RuntimeError(f"a worker did not start within {self.start_timeout_s}s")
-        worker.conn.recv()  # ("ready", pid)
+        try:
+            worker.conn.recv()  # ("ready", pid)
+        except (EOFError, OSError):
+            worker.kill()
+            raise RuntimeError(
+                "a math worker exited while it started (its error is printed above). A script that starts the "
+                "verifier in its own process must do so under `if __name__ == '__main__':`, as with multiprocessing: "
+                "each worker imports the script's main module again."
+            ) from None
         self._all.add(worker)
         self._watch(worker)
         return worker
