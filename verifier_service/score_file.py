@@ -8,6 +8,8 @@ and an `error` naming the line and the field (never its value); the other lines 
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 import time
 from collections import Counter
@@ -89,8 +91,9 @@ class Line:
     error: str | None = None
 
 
-def read_items(lines: Iterable[str], settings: VerifierSettings) -> Iterator[Line]:
-    """Every non-blank line, as an item to score or as the reason it cannot be scored."""
+def read_items(lines: Iterable[bytes], settings: VerifierSettings) -> Iterator[Line]:
+    """Every non-blank line, as an item to score or as the reason it cannot be scored (bytes: a line that is not
+    UTF-8 is an invalid line like any other, not the end of the run)."""
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
@@ -104,7 +107,7 @@ def read_items(lines: Iterable[str], settings: VerifierSettings) -> Iterator[Lin
         yield Line(item) if problem is None else Line(None, item.id, f"line {number}.{problem[0]}: {problem[1]}")
 
 
-def _readable_id(text: str) -> str | None:
+def _readable_id(text: bytes) -> str | None:
     try:
         found = json.loads(text).get("id")
     except (ValueError, AttributeError):
@@ -113,7 +116,7 @@ def _readable_id(text: str) -> str | None:
 
 
 async def score_lines(
-    verifier: AsyncVerifier, lines: Iterable[str], out: IO[str], progress: Progress, chunk_size: int
+    verifier: AsyncVerifier, lines: Iterable[bytes], out: IO[str], progress: Progress, chunk_size: int
 ) -> Summary:
     """Score the items of `lines` in chunks, writing one result line per item to `out` in order."""
     summary = Summary()
@@ -153,7 +156,8 @@ async def score_lines(
 
 
 def count_lines(path: str) -> int | None:
-    if path == "-":
+    """The items in a regular file, for the progress bar; None for stdin, a pipe or a FIFO, which read only once."""
+    if path == "-" or not stat.S_ISREG(os.stat(path).st_mode):
         return None
     with open(path, "rb") as f:
         return sum(1 for line in f if line.strip())
@@ -163,16 +167,21 @@ async def score_file(
     path: str, output: str, settings: VerifierSettings, *, chunk_size: int = 256, quiet: bool = False
 ) -> Summary:
     """Score the JSONL file `path` ("-": stdin) into `output` ("-": stdout); a summary goes to stderr."""
+    if path != "-" and output != "-" and os.path.exists(output) and os.path.samefile(path, output):
+        raise OSError(f"the output {output} is the input file: writing it would destroy the items")
     progress = Progress(count_lines(path), sys.stderr, enabled=not quiet)
-    source = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
-    sink = sys.stdout if output == "-" else open(output, "w", encoding="utf-8")  # noqa: SIM115
+    source = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
     try:
         async with AsyncVerifier(settings) as verifier:
-            summary = await score_lines(verifier, source, sink, progress, chunk_size)
+            sink = sys.stdout if output == "-" else open(output, "w", encoding="utf-8")  # noqa: SIM115
+            try:
+                summary = await score_lines(verifier, source, sink, progress, chunk_size)
+            finally:
+                if sink is not sys.stdout:
+                    sink.close()
     finally:
-        for stream in (source, sink):
-            if stream not in (sys.stdin, sys.stdout):
-                stream.close()
+        if source is not sys.stdin.buffer:
+            source.close()
     for line in summary.lines():
         print(line, file=sys.stderr)
     return summary

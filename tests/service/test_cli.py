@@ -80,6 +80,29 @@ def test_score_reads_stdin_and_writes_stdout_and_honours_settings(tmp_path: Path
     assert "items," not in done.stderr  # -q: no progress line
 
 
+@pytest.mark.timeout(180)
+def test_score_reads_a_pipe_once_and_survives_a_line_that_is_not_utf8(tmp_path: Path) -> None:
+    items = write_items(tmp_path / "items.jsonl")
+    items.write_bytes(items.read_bytes() + b'{"id": "latin", "completion": "caf\xe9", "format": {}}\n')
+    done = subprocess.run(
+        ["bash", "-c", f'"{CLI}" score <(cat "{items}") -q'], capture_output=True, text=True, timeout=150, env=ENV
+    )  # a process substitution: a pipe that can be read only once
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["id"] for r in results] == ["right", "wrong", "bad", None, "code", None], done.stderr
+    assert results[0]["reward"] == 2.0 and results[4]["reward"] == 1.0
+    assert results[5]["error"].startswith("line 7: Invalid JSON") and "Traceback" not in done.stderr
+    assert done.returncode == 1
+
+
+def test_score_refuses_to_write_over_its_input(tmp_path: Path) -> None:
+    items = write_items(tmp_path / "items.jsonl")
+    before = items.read_bytes()
+    done = subprocess.run([str(CLI), "score", str(items), "-o", str(items)], capture_output=True, text=True,
+                          timeout=60, env=ENV)  # fmt: skip
+    assert done.returncode != 0 and "is the input file" in done.stderr
+    assert items.read_bytes() == before
+
+
 @pytest.mark.timeout(120)
 def test_serve_starts_the_service(tmp_path: Path) -> None:
     port = free_port()
