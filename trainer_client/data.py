@@ -7,7 +7,8 @@ MBPP (`text`/`test_list`) and HumanEval (`prompt`/`test`/`entry_point`) files lo
 - solution: a GSM8K solution becomes the number on its `#### N` line; anything else (a MATH solution with its
   `\\boxed{}` answer, a bare answer) is sent as is: the verifier reads the boxed answer of a gold solution itself;
 - tests: a list of tests, or its JSON string, as `inputs.code_tests` reads them (MBPP's list of assert strings
-  included); a HumanEval `check(candidate)` string becomes an assert test when the row has an `entry_point`.
+  included); a HumanEval `check(candidate)` string becomes an assert test when the row has an `entry_point`. MBPP's
+  asserts are also appended to its text prompt, as MBPP's own prompt does: its task text names no function.
 """
 
 from __future__ import annotations
@@ -81,11 +82,48 @@ def gold(value: Any) -> str | None:
     return text or None
 
 
+def assert_strings(value: Any) -> list[str] | None:
+    """MBPP's tests, a list of assert strings (or its JSON string); None for tests of any other shape.
+
+    >>> assert_strings('["assert f(1) == 2"]'), assert_strings([{"type": "assert", "code": "..."}])
+    (['assert f(1) == 2'], None)
+    """
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return None
+    if isinstance(value, list) and value and all(isinstance(test, str) for test in value):
+        return list(value)
+    return None
+
+
+def with_tests(prompt: str, asserts: Sequence[str]) -> str:
+    """MBPP's task text names no function ("Write a function to find the shared elements..."), while its asserts
+    call one by name: as MBPP's own prompt does, the task is followed by the tests the code must pass.
+
+    >>> print(with_tests("Write a function to add one.", ["assert add_one(1) == 2"]))
+    Write a function to add one. Your code should pass these tests:
+    assert add_one(1) == 2
+    """
+    return f"{prompt.rstrip()} Your code should pass these tests:\n" + "\n".join(asserts)
+
+
 def to_row(
-    example: Mapping[str, Any], *, columns: Columns, components: Sequence[str], system_prompt: str
+    example: Mapping[str, Any],
+    *,
+    columns: Columns,
+    components: Sequence[str],
+    system_prompt: str,
+    tests_in_prompt: bool = True,
 ) -> dict[str, Any]:
-    """One dataset row as GRPO input: `prompt`, plus `solution` when math is rewarded and `tests` when code is."""
-    row: dict[str, Any] = {"prompt": chat_prompt(example[columns.prompt], system_prompt)}
+    """One dataset row as GRPO input: `prompt`, plus `solution` when math is rewarded and `tests` when code is.
+    With `tests_in_prompt`, a text prompt whose tests are MBPP's assert strings lists them (`with_tests`)."""
+    prompt = example[columns.prompt]
+    if "code" in components and tests_in_prompt and isinstance(prompt, str):
+        asserts = assert_strings(example[columns.tests])
+        prompt = with_tests(prompt, asserts) if asserts else prompt
+    row: dict[str, Any] = {"prompt": chat_prompt(prompt, system_prompt)}
     if "math" in components:
         row["solution"] = gold(example[columns.solution])
     if "code" in components:
@@ -105,6 +143,7 @@ def load_prompts(
     columns: Columns | None = None,
     components: Sequence[str] = ("math", "format"),
     system_prompt: str | None = None,
+    tests_in_prompt: bool = True,
 ) -> DatasetDict:
     """Load a hub dataset (`datasets.load_dataset(name, config)`; GSM8K gets its config `main`) or a local
     .json/.jsonl file (its one split is `train`), and turn every row into GRPO input (`to_row`). Only `prompt`,
@@ -124,6 +163,7 @@ def load_prompts(
         "columns": columns,
         "components": tuple(components),
         "system_prompt": system_prompt_for(components) if system_prompt is None else system_prompt,
+        "tests_in_prompt": tests_in_prompt,
     }
     return DatasetDict(
         {split: part.map(to_row, fn_kwargs=options, remove_columns=part.column_names) for split, part in raw.items()}

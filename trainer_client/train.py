@@ -69,6 +69,13 @@ class VerifierScriptArguments(ScriptArguments):
             "assert strings (MBPP's test_list); a HumanEval test string when the dataset has an entry_point column."
         },
     )
+    tests_in_prompt: bool = field(
+        default=True,
+        metadata={
+            "help": "With code rewarded: append MBPP-style assert tests to a text prompt ('Your code should pass "
+            "these tests: ...'), as MBPP's own prompt does, since its task text names no function."
+        },
+    )
     verifier_url: str = field(default=DEFAULT_URL, metadata={"help": "Base URL of the verifier service."})
     verifier_api_key: str | None = field(
         default=None, metadata={"help": "API key of the verifier; default: the VERIFIER_API_KEY environment variable."}
@@ -185,6 +192,7 @@ def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_
         columns=Columns(script_args.prompt_column, script_args.solution_column, script_args.tests_column),
         components=script_args.reward_components,
         system_prompt=script_args.system_prompt,
+        tests_in_prompt=script_args.tests_in_prompt,
     )
     train_dataset = dataset[script_args.dataset_train_split]
     if script_args.max_train_samples is not None:

@@ -98,6 +98,12 @@ def test_mbpp_rows_become_code_prompts_with_assert_tests(tmp_path: Path) -> None
     asserts = rows[0]["test_list"]
     assert isinstance(asserts, list)
     assert json.loads(first["tests"]) == [{"type": "assert", "code": test} for test in asserts]
+    # MBPP's text names no function; its asserts do, so the prompt lists them (as MBPP's own prompt does)
+    task = first["prompt"][1]["content"]
+    assert task == f"{rows[0]['text']} Your code should pass these tests:\n" + "\n".join(asserts)
+    plain = load_prompts(str(data), columns=Columns("text", tests="test_list"), components=["code"],
+                         tests_in_prompt=False)  # fmt: skip
+    assert plain["train"][0]["prompt"][1]["content"] == rows[0]["text"]
 
 
 def test_humaneval_rows_are_converted_with_their_entry_point(tmp_path: Path) -> None:

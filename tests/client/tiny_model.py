@@ -39,7 +39,7 @@ def mbpp_rows(count: int, seed: int = 0) -> list[dict[str, object]]:
     for task_id in range(count):
         k = rng.randint(2, 9)
         tests = [f"assert add_{k}({x}) == {x + k}" for x in rng.sample(range(100), 3)]
-        text = f"Write a function add_{k}(x) that returns x plus {k}."
+        text = f"Write a function that returns a number plus {k}."  # as in MBPP, the text names no function
         rows.append(
             {"task_id": task_id, "text": text, "code": f"def add_{k}(x):\n    return x + {k}\n", "test_list": tests}
         )
