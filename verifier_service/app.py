@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,7 +18,7 @@ from verifier_service.metrics import CountResponses, Metrics
 from verifier_service.routes import router
 from verifier_service.runtime import Runtime
 from verifier_service.schema import ScoreRequest, ScoreResponse
-from verifier_service.settings import VerifierSettings, unknown_settings
+from verifier_service.settings import VerifierSettings
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +28,7 @@ def create_app(settings: VerifierSettings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        log_settings(settings)
+        log_auth(settings)
         runtime = Runtime(settings, app.state.metrics)
         app.state.runtime = runtime
         await runtime.start()
@@ -55,11 +54,8 @@ def create_app(settings: VerifierSettings | None = None) -> FastAPI:
     return app
 
 
-def log_settings(settings: VerifierSettings) -> None:
-    """What an operator must see at start: whether requests need a key, and VERIFIER_* variables that set nothing."""
-    for name, close in unknown_settings(os.environ).items():
-        hint = f"; did you mean {close}?" if close else ""
-        log.warning("%s is not a setting of the verifier and changes nothing%s", name, hint)
+def log_auth(settings: VerifierSettings) -> None:
+    """What an operator must see at start: whether requests need a key."""
     if settings.api_key is None:
         log.info("auth: off (no VERIFIER_API_KEY): anyone who can reach %s:%d can score", settings.host, settings.port)
     else:

@@ -65,6 +65,8 @@ class AsyncVerifier:
     """The verifier's runtime on the running event loop: `async with AsyncVerifier() as v: await v.score(items)`."""
 
     def __init__(self, settings: VerifierSettings | None = None, **overrides: Any) -> None:
+        if settings is not None and overrides:
+            raise TypeError("pass either settings or keyword overrides of them, not both")
         self.settings = settings or VerifierSettings(**overrides)
         self._runtime: Runtime | None = None
 
@@ -122,7 +124,11 @@ class Verifier:
             self._loop = asyncio.new_event_loop()
             self._thread = threading.Thread(target=self._loop.run_forever, name="verifier-loop", daemon=True)
             self._thread.start()
-        self._call(self._inner.start())
+        try:
+            self._call(self._inner.start())
+        except BaseException:  # the runtime stopped what it had started; stop the loop too
+            self.close()
+            raise
 
     def score(self, items: Iterable[ItemLike]) -> list[ItemResult]:
         return self._call(self._inner.score(list(items)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any
 
 from sandbox import Executor, Limits, SandboxConfig, create_executor
@@ -13,7 +14,7 @@ from verifier_service.engine import Engine
 from verifier_service.metrics import Metrics
 from verifier_service.pool import WorkerPool
 from verifier_service.schema import ScoreItem
-from verifier_service.settings import VerifierSettings
+from verifier_service.settings import VerifierSettings, unknown_settings
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,13 @@ def item_problem(item: ScoreItem, settings: VerifierSettings) -> tuple[str, str]
     return None
 
 
+def warn_unknown_settings() -> None:
+    """VERIFIER_* variables that set nothing, each with the closest real name: a typo must not pass unseen."""
+    for name, close in unknown_settings(os.environ).items():
+        hint = f"; did you mean {close}?" if close else ""
+        log.warning("%s is not a setting of the verifier and changes nothing%s", name, hint)
+
+
 class Runtime:
     def __init__(self, settings: VerifierSettings, metrics: Metrics | None = None) -> None:
         self.settings = settings
@@ -63,7 +71,13 @@ class Runtime:
         self.engine = Engine(settings, self.pool, self.metrics, self.executor)
 
     async def start(self) -> None:
-        await asyncio.gather(self.pool.start(), *([self.executor.start()] if self.executor else []))
+        """Start the workers and the sandbox; if either cannot start, stop the other before raising."""
+        warn_unknown_settings()
+        try:
+            await asyncio.gather(self.pool.start(), *([self.executor.start()] if self.executor else []))
+        except BaseException:
+            await self.close()
+            raise
         log.info("verifier ready: %d math workers, sandbox %s", self.settings.math_workers, self.sandbox_status())
 
     async def close(self) -> None:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 from tests.conftest import Server, free_port, wait_ready
 from verifier_service import AsyncVerifier, Verifier, score
 from verifier_service.schema import MathSpec, ScoreItem
+from verifier_service.settings import VerifierSettings
 
 CLI = Path(sys.executable).with_name("reward-verifier")
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")} | {"VERIFIER_MATH_WORKERS": "1"}
@@ -151,3 +153,29 @@ def test_the_async_verifier() -> None:
 
     [result] = asyncio.run(main())
     assert result.reward == 1.0
+
+
+@pytest.mark.timeout(120)
+def test_a_verifier_that_cannot_start_leaves_nothing_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sandbox fails to start: the math workers already started are stopped, and the event loop thread ends."""
+    from sandbox.local import LocalExecutor
+    from verifier_service.pool import WorkerPool
+
+    closed: list[WorkerPool] = []
+    real_close = WorkerPool.close
+
+    async def failing_start(self: LocalExecutor) -> None:
+        raise RuntimeError("no sandbox today")
+
+    async def spied_close(self: WorkerPool) -> None:
+        closed.append(self)
+        await real_close(self)
+
+    monkeypatch.setattr(LocalExecutor, "start", failing_start)
+    monkeypatch.setattr(WorkerPool, "close", spied_close)
+    with pytest.raises(RuntimeError, match="no sandbox today"), Verifier(math_workers=1):
+        pass
+    assert len(closed) == 1 and closed[0].pids() == []
+    assert not [t for t in threading.enumerate() if t.name == "verifier-loop"]
+    with pytest.raises(TypeError, match="either settings or keyword overrides"):
+        AsyncVerifier(VerifierSettings(), math_workers=1)
