@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import httpx
 
 DEFAULT_URL = "http://127.0.0.1:8088"
+API_KEY_ENV = "VERIFIER_API_KEY"  # the variable the service reads its key from, and the clients' fallback
+
+
+def api_key_or_env(api_key: str | None) -> str | None:
+    """The key given, else the VERIFIER_API_KEY environment variable; None when neither is set (or either is empty).
+
+    >>> api_key_or_env("k1"), api_key_or_env(None) == (os.environ.get("VERIFIER_API_KEY") or None)
+    ('k1', True)
+    """
+    return api_key or os.environ.get(API_KEY_ENV) or None
+
 
 # The clients' own httpx clients open a fresh connection per request. A batch costs milliseconds to seconds, so a
 # TCP handshake is noise; in exchange, after a verifier restart the next request fails to connect (and is retried)

@@ -5,7 +5,7 @@ taken from the solution's `#### N` line. Works on the hub dataset or a local JSO
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from datasets import DatasetDict
@@ -26,19 +26,6 @@ def gold_answer(solution: str) -> str:
     if "####" not in solution:
         raise ValueError(f"not a GSM8K solution (no '#### N' line): {solution[-80:]!r}")
     return solution.rsplit("####", 1)[1].strip().replace(",", "")
-
-
-def to_prompt(example: dict[str, Any], system_prompt: str = SYSTEM_PROMPT) -> dict[str, Any]:
-    """One GSM8K row as GRPO input: a conversational `prompt` and the gold `solution`.
-
-    >>> row = to_prompt({"question": "What is 6*7?", "answer": "6*7=42\\n#### 42"})
-    >>> row["prompt"][-1], row["solution"]
-    ({'role': 'user', 'content': 'What is 6*7?'}, '42')
-    """
-    return {
-        "prompt": [{"role": "system", "content": system_prompt}, {"role": "user", "content": example["question"]}],
-        "solution": gold_answer(example["answer"]),
-    }
 
 
 def load_gsm8k(name: str = HUB_ID, config: str | None = None, system_prompt: str = SYSTEM_PROMPT) -> DatasetDict:

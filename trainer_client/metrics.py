@@ -8,39 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from verifier_service.schema import VERDICTS as SERVICE_VERDICTS
 from verifier_service.schema import ItemResult, Verdict
 
-# The verdicts worth a time series, per component: every verdict the service gives for it except its own failures
-# (internal_error, worker_crashed, deadline_exceeded), which count as "other" and, being null rewards, show in
-# `null_rate`.
+# The verdicts worth a time series, per component: every verdict the service gives for it except its own failures,
+# which count as "other" and, being null rewards, show in `null_rate`.
+SERVICE_FAILURES = (Verdict.INTERNAL_ERROR, Verdict.WORKER_CRASHED, Verdict.DEADLINE_EXCEEDED)
 VERDICTS: dict[str, tuple[str, ...]] = {
-    "math": (
-        Verdict.CORRECT,
-        Verdict.WRONG,
-        Verdict.NO_ANSWER,
-        Verdict.HEDGED,
-        Verdict.TIMEOUT,
-        Verdict.ANSWER_TOO_LONG,
-        Verdict.GOLD_UNPARSEABLE,
-    ),
-    "format": (
-        Verdict.OK,
-        Verdict.MISSING_OPEN_TAG,
-        Verdict.MISSING_CLOSE_TAG,
-        Verdict.TEXT_BEFORE_REASONING,
-        Verdict.NESTED_TAGS,
-        Verdict.MULTIPLE_BLOCKS,
-        Verdict.REVERSED_TAGS,
-        Verdict.EMPTY_ANSWER,
-    ),
-    "code": (
-        Verdict.PASSED,
-        Verdict.FAILED,
-        Verdict.NO_CODE,
-        Verdict.COMPILE_ERROR,
-        Verdict.SANDBOX_UNAVAILABLE,
-        Verdict.INVALID_TEST,
-    ),
+    component: tuple(v for v in verdicts if v not in SERVICE_FAILURES)
+    for component, verdicts in SERVICE_VERDICTS.items()
 }
 
 UNREACHABLE = "unreachable"  # the verdict shown for a row when the verifier gave no answer

@@ -25,20 +25,17 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from trainer_client.async_client import AsyncVerifierClient
 from trainer_client.client import VerifierClient
-from trainer_client.config import DEFAULT_URL, ClientConfig
+from trainer_client.config import DEFAULT_URL, ClientConfig, api_key_or_env
 from trainer_client.errors import VerifierRequestError, VerifierUnavailableError
 from trainer_client.reward_core import DEFAULT_NAMES, RewardCore, RewardSpec, auth_error
 from verifier_service.schema import FormatOptions, MathOptions
 
 ClientT = TypeVar("ClientT", VerifierClient, AsyncVerifierClient)
-
-API_KEY_ENV = "VERIFIER_API_KEY"  # where `api_key=None` looks (the service reads the same name)
 
 
 class _RewardBase(Generic[ClientT]):
@@ -83,7 +80,7 @@ class _RewardBase(Generic[ClientT]):
         )
         self.__name__ = self.spec.name
         self.base_url = base_url
-        self.api_key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
+        self.api_key = api_key_or_env(api_key)
         self.client_config = client_config or ClientConfig()
         self._core = RewardCore(self.spec)
         self._client: ClientT | None = client

@@ -19,7 +19,6 @@ check the API key. Each failure exits with a message naming the flag that fixes 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from typing import Any, cast
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser, get_peft_config
 
 from trainer_client.client import VerifierClient
-from trainer_client.config import DEFAULT_URL
+from trainer_client.config import DEFAULT_URL, api_key_or_env
 from trainer_client.data import Columns, load_prompts
 from trainer_client.errors import (
     VerifierConnectionError,
@@ -127,7 +126,7 @@ def reward_functions(args: VerifierScriptArguments) -> list[Any]:
     kind = AsyncVerifierReward if args.async_rewards else VerifierReward
     options: dict[str, Any] = {
         "base_url": args.verifier_url,
-        "api_key": args.verifier_api_key or os.environ.get("VERIFIER_API_KEY"),
+        "api_key": api_key_or_env(args.verifier_api_key),
         "format_options": FormatOptions(prefilled=args.format_prefilled),
         "max_consecutive_failures": args.max_consecutive_failures,
     }
@@ -139,7 +138,7 @@ def reward_functions(args: VerifierScriptArguments) -> list[Any]:
 def check_verifier(args: VerifierScriptArguments) -> None:
     """Wait for the verifier and check the API key with one scored item, before anything heavy loads. Exits with a
     message naming the flag that fixes the problem."""
-    api_key = args.verifier_api_key or os.environ.get("VERIFIER_API_KEY")
+    api_key = api_key_or_env(args.verifier_api_key)
     logger.info(
         "checking the verifier at %s (--verifier_url): waiting up to %gs while it starts, %gs while nothing listens",
         args.verifier_url,

@@ -17,8 +17,8 @@ import pytest
 from tests.client.tiny_model import gsm8k_rows, mbpp_rows, write_jsonl
 from tests.conftest import ROOT, Server, free_port, running_server
 from trainer_client import AsyncVerifierReward, VerifierReward
-from trainer_client.data import CODE_SYSTEM_PROMPT, Columns, load_prompts
-from trainer_client.gsm8k import SYSTEM_PROMPT, gold_answer, load_gsm8k, to_prompt
+from trainer_client.data import CODE_SYSTEM_PROMPT, Columns, load_prompts, to_row
+from trainer_client.gsm8k import SYSTEM_PROMPT, gold_answer, load_gsm8k
 from trainer_client.metrics import VERDICTS
 
 # transformers 5 renamed gradient checkpointing; TRL 1.16's GRPOConfig still sets the old name.
@@ -46,7 +46,12 @@ def test_gold_answer_comes_from_the_last_hash_line() -> None:
 
 
 def test_prompts_ask_for_think_tags_and_a_final_answer() -> None:
-    row = to_prompt({"question": "How many?", "answer": "2+2=4\n#### 4"})
+    row = to_row(
+        {"question": "How many?", "answer": "2+2=4\n#### 4"},
+        columns=Columns(),
+        components=["math", "format"],
+        system_prompt=SYSTEM_PROMPT,
+    )
     assert row["solution"] == "4"
     system, user = row["prompt"]
     assert system["role"] == "system" and "<think>" in system["content"] and "</think>" in system["content"]
