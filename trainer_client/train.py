@@ -37,7 +37,7 @@ from trainer_client.errors import (
 )
 from trainer_client.gsm8k import HUB_ID
 from trainer_client.rewards import AsyncVerifierReward, VerifierReward
-from verifier_service.schema import COMPONENTS, FormatOptions, ScoreItem
+from verifier_service.schema import COMPONENTS, CodeSpec, FormatOptions, MathSpec, ScoreItem, StdioTest
 
 logger = logging.getLogger("trainer_client.train")
 
@@ -135,9 +135,21 @@ def reward_functions(args: VerifierScriptArguments) -> list[Any]:
     return [kind(component, **options) for component in args.reward_components]
 
 
+def check_item(components: Sequence[str]) -> ScoreItem:
+    """One item that asks for every component the run rewards: the verifier must take it (the API key, and code
+    scoring when code is rewarded, which a math-only verifier refuses) before anything heavy loads."""
+    program = "```python\nprint(1)\n```"
+    return ScoreItem(
+        completion=f"<think>a check</think>1\n{program}" if "code" in components else "<think>a check</think>1",
+        math=MathSpec(gold="1") if "math" in components else None,
+        code=CodeSpec(tests=[StdioTest(stdout="1")]) if "code" in components else None,
+        format=FormatOptions() if "format" in components or not {"math", "code"} & set(components) else None,
+    )
+
+
 def check_verifier(args: VerifierScriptArguments) -> None:
-    """Wait for the verifier and check the API key with one scored item, before anything heavy loads. Exits with a
-    message naming the flag that fixes the problem."""
+    """Wait for the verifier, then have it score one item with every rewarded component (which checks the API key
+    and that it scores them), before anything heavy loads. Exits with a message naming the flag that fixes it."""
     api_key = api_key_or_env(args.verifier_api_key)
     logger.info(
         "checking the verifier at %s (--verifier_url): waiting up to %gs while it starts, %gs while nothing listens",
@@ -148,7 +160,7 @@ def check_verifier(args: VerifierScriptArguments) -> None:
     with VerifierClient(args.verifier_url, api_key=api_key) as client:
         try:
             client.wait_until_ready(args.verifier_ready_timeout, connect_grace=args.verifier_connect_grace)
-            client.score([ScoreItem(completion="<think>a check</think>of the API key", format=FormatOptions())])
+            client.score([check_item(args.reward_components)])
         except VerifierError as exc:
             raise SystemExit(f"error: {preflight_failure(exc, args, api_key is not None)}") from exc
     logger.info("verifier ready at %s", args.verifier_url)
@@ -166,6 +178,11 @@ def preflight_failure(error: VerifierError, args: VerifierScriptArguments, key_g
         return (
             f"the verifier at {url} requires an API key (HTTP 401: {error.detail}): pass it with "
             "--verifier_api_key or set the VERIFIER_API_KEY environment variable"
+        )
+    if isinstance(error, VerifierRequestError) and error.status_code == 422:
+        return (
+            f"the verifier at {url} refuses what this run would ask of it (--reward_components "
+            f"{' '.join(args.reward_components)}): {error.detail}"
         )
     if isinstance(error, VerifierNotReadyError):
         return (

@@ -225,6 +225,20 @@ def test_the_api_key_is_checked_before_the_data_and_the_model_load(tmp_path: Pat
     assert "no-such-model" in with_key.stderr and "API key" not in with_key.stderr
 
 
+@pytest.mark.filterwarnings(TRL_DEPRECATION)
+def test_a_code_run_against_a_verifier_without_code_stops_before_the_model_loads(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "mbpp.jsonl", mbpp_rows(2))
+    argv = ["--model_name_or_path", str(tmp_path / "no-such-model"), "--dataset_name", str(data), *MBPP_COLUMNS]
+    argv += ["--reward_components", "code", "format", *CPU, "--output_dir", str(tmp_path / "out")]
+    with running_server(tmp_path, code_enabled="false", math_workers=1) as srv:
+        result = run_train([*argv, "--verifier_url", srv.url], timeout=150)
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: the verifier at {srv.url} refuses what this run would ask of it")
+    assert "--reward_components code format" in last and "VERIFIER_CODE_ENABLED=false" in last
+    assert "no-such-model" not in result.stderr
+
+
 # --------------------------------------------------------------------------- end to end on CPU
 
 
@@ -265,9 +279,10 @@ def verdict_counts(counters: dict[str, float], component: str) -> dict[str, floa
     }
 
 
-# Before it loads anything the script scores one `format` item (`ok`) to check the API key: one request, one item,
-# one format verdict more on the server's counters than the training steps sent.
+# Before it loads anything the script scores one item with every rewarded component, which it answers right: one
+# request, one item, and for each component one verdict more on the server's counters than the training steps sent.
 PREFLIGHT = 1
+PREFLIGHT_VERDICTS = {"math": "correct", "format": "ok", "code": "passed"}
 
 
 def train(server: Server, model: Path, tmp_path: Path, data: Path, *extra: str) -> tuple[list[dict[str, Any]], Path]:
@@ -305,13 +320,13 @@ def train_and_read_logs(server: Server, model: Path, tmp_path: Path, *extra: str
 
 
 def assert_logged_rates_are_the_servers(
-    steps: list[dict[str, Any]], counters: dict[str, float], name: str, component: str, preflight: int = 0
+    steps: list[dict[str, Any]], counters: dict[str, float], name: str, component: str
 ) -> None:
     """The logged verdict rates are the server's verdicts: rate x 4 completions, summed over the steps, equals the
-    server's count for every verdict it gave (less the pre-flight item's `ok`)."""
+    server's count for every verdict it gave (less the pre-flight item's)."""
     given = verdict_counts(counters, component)
-    if preflight:
-        given["ok"] -= preflight
+    given[PREFLIGHT_VERDICTS[component]] -= PREFLIGHT
+    given = {verdict: count for verdict, count in given.items() if count}
     assert sum(given.values()) == 8
     for verdict, count in given.items():
         assert sum(entry[f"{name}/{component}/{verdict}"] * 4 for entry in steps) == pytest.approx(count), verdict
@@ -331,7 +346,7 @@ def test_grpo_trains_two_steps_on_cpu_scored_by_the_verifier(
             assert f"rewards/{name}/mean" in entry
             assert entry[f"{name}/null_rate"] == 0.0 and entry[f"{name}/unreachable_rate"] == 0.0
     assert_logged_rates_are_the_servers(steps, counters, "verifier_math", "math")
-    assert_logged_rates_are_the_servers(steps, counters, "verifier_format", "format", preflight=PREFLIGHT)
+    assert_logged_rates_are_the_servers(steps, counters, "verifier_format", "format")
     # and the rewards TRL logged are the verifier's: a verdict other than correct/ok scores 0
     for entry in steps:
         assert entry["rewards/verifier_math/mean"] == pytest.approx(entry["verifier_math/math/correct"])
@@ -379,6 +394,6 @@ def test_grpo_with_code_and_format_rewards(e2e_server: Server, tiny_model: Path,
     steps, _ = train(e2e_server, tiny_model, tmp_path, data, *flags)
     counters = server_counters(e2e_server)
     assert_logged_rates_are_the_servers(steps, counters, "verifier_code", "code")
-    assert_logged_rates_are_the_servers(steps, counters, "verifier_format", "format", preflight=PREFLIGHT)
+    assert_logged_rates_are_the_servers(steps, counters, "verifier_format", "format")
     for entry in steps:
         assert "rewards/verifier_code/mean" in entry and "rewards/verifier_format/mean" in entry
