@@ -10,17 +10,17 @@ import asyncio
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from sandbox import Executor, RunResult, RunVerdict, Submission
 from verifier_service.metrics import Metrics
 from verifier_service.pool import TaskTimeout, WorkerCrashed, WorkerPool
-from verifier_service.schema import CodeSpec, ComponentResult, ItemResult, ScoreItem, Verdict
+from verifier_service.schema import CodeSpec, ComponentResult, GatedSpec, ItemResult, MathSpec, ScoreItem, Verdict
+from verifier_service.scoring import GATED, TEXT
 from verifier_service.scoring.code import code_component, extract_program, no_code, submission
 from verifier_service.scoring.math import MathResult, MathTask, prepare_math
-from verifier_service.scoring.think_format import score_format
 from verifier_service.settings import VerifierSettings
 
 log = logging.getLogger(__name__)
@@ -98,6 +98,25 @@ def _reward(item: ScoreItem, components: dict[str, ComponentResult]) -> float | 
     return total
 
 
+def _safely(name: str, scorer: Callable[..., ComponentResult], *args: Any) -> ComponentResult:
+    """A scorer's result; a bug in one is that component's `internal_error` (null), never the whole batch's 500."""
+    try:
+        return scorer(*args)
+    except Exception:
+        log.exception("the %s scorer failed", name)
+        failed = Verdict.INTERNAL_ERROR.value
+        return ComponentResult(score=None, verdict=failed, detail="the verifier failed on this item")
+
+
+def _score_gated(item: ScoreItem, components: dict[str, ComponentResult]) -> None:
+    """The components that read correctness from another, once that one is scored."""
+    for name in item.requested():
+        spec = item.spec(name)
+        if isinstance(spec, GatedSpec):
+            correctness = components[item.correctness_source(spec)]
+            components[name] = _safely(name, GATED[name], item, spec, correctness)
+
+
 class Engine:
     def __init__(
         self, settings: VerifierSettings, pool: WorkerPool, metrics: Metrics, executor: Executor | None = None
@@ -118,7 +137,9 @@ class Engine:
             batch = await asyncio.to_thread(self._prepare, items)
         await asyncio.gather(self._run_math(batch, deadline), self._run_code(batch, deadline))
         results = []
-        for item, components in zip(items, batch.components, strict=True):
+        for item, found in zip(items, batch.components, strict=True):
+            _score_gated(item, found)
+            components = {name: found[name] for name in item.requested()}  # in the fixed order of COMPONENTS
             reward = _reward(item, components)
             results.append(
                 ItemResult(
@@ -135,30 +156,29 @@ class Engine:
         batch = _Batch(components=[{} for _ in items])
         for index, item in enumerate(items):
             if item.math is not None:
-                prepared = prepare_math(
-                    item.completion,
-                    item.math.gold,
-                    item.math.options,
-                    window=self.settings.answer_window_chars,
-                    max_answer=self.settings.max_answer_chars,
-                )
-                if isinstance(prepared, MathTask):
-                    cached = self.cache.get(prepared)
-                    if cached is None:
-                        batch.waiting.setdefault(prepared, []).append(index)
-                    else:
-                        self.metrics.cache_hits.inc()
-                        batch.components[index]["math"] = _component(cached)
-                else:
-                    batch.components[index]["math"] = _component(prepared)
+                self._prepare_math(batch, index, item.completion, item.math)
             if item.code is not None:
                 self._prepare_code(batch, index, item.completion, item.code)
-            if item.format is not None:
-                fmt = score_format(item.completion, options=item.format)
-                batch.components[index]["format"] = ComponentResult(
-                    score=fmt.score, verdict=fmt.verdict.value, detail=fmt.detail
-                )
+            for name in item.requested():
+                if name in TEXT:
+                    batch.components[index][name] = _safely(name, TEXT[name], item, item.spec(name))
         return batch
+
+    def _prepare_math(self, batch: _Batch, index: int, completion: str, spec: MathSpec) -> None:
+        prepared = prepare_math(
+            completion,
+            spec.gold,
+            spec.options,
+            window=self.settings.answer_window_chars,
+            max_answer=self.settings.max_answer_chars,
+        )
+        if not isinstance(prepared, MathTask):
+            batch.components[index]["math"] = _component(prepared)
+        elif (cached := self.cache.get(prepared)) is not None:
+            self.metrics.cache_hits.inc()
+            batch.components[index]["math"] = _component(cached)
+        else:
+            batch.waiting.setdefault(prepared, []).append(index)
 
     def _prepare_code(self, batch: _Batch, index: int, completion: str, spec: CodeSpec) -> None:
         total = len(spec.tests)

@@ -16,6 +16,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import ValidationError
 
+from verifier_service.catalog import ComponentsResponse, components
 from verifier_service.engine import Engine
 from verifier_service.errors import CLIENT_CLOSED
 from verifier_service.metrics import Metrics
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 router = APIRouter()
+COMPONENTS_INFO = components()  # a constant: the spec models do not change while the process runs
 
 # Dependencies are `async def`: FastAPI runs a plain `def` one in a worker thread, a thread hop per dependency per
 # request (about a millisecond of a small request's latency).
@@ -149,6 +151,13 @@ async def _disconnect(request: Request) -> None:
     """Return when the client disconnects. The body is read by now, so the server's next message is that one."""
     while (await request.receive())["type"] != "http.disconnect":
         pass
+
+
+@router.get("/v1/components", response_model=ComponentsResponse, response_model_by_alias=True)
+async def list_components() -> ComponentsResponse:
+    """Every component: its options with their defaults, its score range, its verdicts (and which of them are
+    null), whether it reads correctness from another component. Generated from the models that validate requests."""
+    return COMPONENTS_INFO
 
 
 @router.get("/healthz")

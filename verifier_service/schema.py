@@ -7,18 +7,21 @@ models and the trainer client builds and parses with them. It imports pydantic a
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     StrictBool,
+    field_validator,
     model_validator,
 )
 
 API_VERSION = "v1"
-ComponentName = Literal["math", "code", "format"]
+# Every component, in the order results list them. A component is a spec model below (a `ComponentSpec`), a field
+# of `ScoreItem` and a scorer in `verifier_service.components`.
+ComponentName = Literal["math", "code", "choice", "answer", "format", "overlong", "length", "repetition"]
 COMPONENTS: tuple[str, ...] = get_args(ComponentName)
 WEIGHT_LIMIT = 1e6  # |weight| at most this: a weighted sum of component scores can never overflow to inf
 
@@ -54,24 +57,24 @@ class Verdict(StrEnum):
     MULTIPLE_BLOCKS = "multiple_blocks"
     REVERSED_TAGS = "reversed_tags"
     EMPTY_ANSWER = "empty_answer"
+    # choice, answer (with correct, wrong, no_answer, hedged)
+    NOT_AN_OPTION = "not_an_option"  # choice: the answer names a letter that is not among the options
+    PARTIAL = "partial"  # answer, match "f1": some words in common with the gold
+    BAD_GOLD = "bad_gold"  # cannot judge: the gold is not a usable answer
+    # overlong, length
+    WITHIN_BUDGET = "within_budget"
+    IN_BUFFER = "in_buffer"
+    OVER_LIMIT = "over_limit"
+    TRUNCATED = "truncated"
+    LENGTH_UNKNOWN = "length_unknown"  # cannot judge: no `completion_tokens`, and `unit` is not "chars"
+    PRIMARY_UNJUDGED = "primary_unjudged"  # cannot judge: the component correctness comes from scored null
+    # repetition
+    NO_REPETITION = "no_repetition"
+    REPETITIVE = "repetitive"
+    LOOP = "loop"
+    TOO_SHORT = "too_short"
 
 
-# Which verdicts each component gives (the OpenAPI document lists them per component). A newer server may add
-# verdicts: clients should treat one they do not know as "other", never fail on it.
-VERDICTS: dict[str, tuple[Verdict, ...]] = {
-    "math": (
-        Verdict.CORRECT, Verdict.WRONG, Verdict.NO_ANSWER, Verdict.HEDGED, Verdict.TIMEOUT, Verdict.ANSWER_TOO_LONG,
-        Verdict.GOLD_UNPARSEABLE, Verdict.WORKER_CRASHED, Verdict.DEADLINE_EXCEEDED, Verdict.INTERNAL_ERROR,
-    ),
-    "code": (
-        Verdict.PASSED, Verdict.FAILED, Verdict.NO_CODE, Verdict.COMPILE_ERROR, Verdict.SANDBOX_UNAVAILABLE,
-        Verdict.INVALID_TEST, Verdict.DEADLINE_EXCEEDED,
-    ),
-    "format": (
-        Verdict.OK, Verdict.MISSING_OPEN_TAG, Verdict.MISSING_CLOSE_TAG, Verdict.TEXT_BEFORE_REASONING,
-        Verdict.NESTED_TAGS, Verdict.MULTIPLE_BLOCKS, Verdict.REVERSED_TAGS, Verdict.EMPTY_ANSWER,
-    ),
-}  # fmt: skip
 TEST_VERDICTS = ("passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit")
 
 
@@ -81,6 +84,53 @@ Language = Literal["en", "zh", "ja", "fr", "de", "es", "ru", "ar", "hi"]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Role = Literal["primary", "shaping"]
+PrimaryName = Literal["math", "code", "choice", "answer"]  # the components that judge correctness
+
+
+class ComponentSpec(_Strict):
+    """A component's request options. Beside the options, each spec class says what its component is (read by the
+    engine, the order guard and `GET /v1/components`): its role, its verdicts and its score range."""
+
+    role: ClassVar[Role] = "shaping"  # primary: judges whether the answer is right (other components may read it)
+    verdicts: ClassVar[tuple[Verdict, ...]]  # every verdict it gives, those that score null included
+    null_verdicts: ClassVar[tuple[Verdict, ...]] = ()  # the verdicts that can score null: the item is not judged
+    range_text: ClassVar[str] = "[0, 1]"  # the score range, in terms of the options
+
+    def score_range(self) -> tuple[float, float]:
+        """The lowest and highest score under these options."""
+        return (0.0, 1.0)
+
+
+class GatedSpec(ComponentSpec):
+    """A shaping component whose score depends on whether the answer is right, which it reads from a primary
+    component of the same item (scored once; when that one is null, so is this)."""
+
+    correct_from: PrimaryName | None = Field(
+        None, description="The component that says whether the answer is right; default: the item's only one."
+    )
+    correct_threshold: float = Field(
+        1.0, ge=0, le=1, description="That component's score from which the answer counts as right."
+    )
+
+    def gated_ranges(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """(lowest, highest) score of a right answer, and of a wrong one."""
+        raise NotImplementedError
+
+
+_TAG_PATTERN = r"^[A-Za-z][\w-]{0,31}$"
+Finite = Annotated[float, Field(ge=-WEIGHT_LIMIT, le=WEIGHT_LIMIT, allow_inf_nan=False)]
+LengthUnit = Literal["tokens", "chars"]
+
+
+def _unit() -> Any:
+    return Field(
+        "tokens",
+        description="tokens: the item's `completion_tokens` (the component is null without it); chars: the "
+        "completion's length in characters, only when asked for.",
+    )
 
 
 class MathOptions(_Strict):
@@ -115,12 +165,32 @@ class MathOptions(_Strict):
     )
 
 
-class MathSpec(_Strict):
-    gold: str = Field(..., min_length=1, max_length=10_000)
-    options: MathOptions = MathOptions()
+class MathSpec(ComponentSpec):
+    """Final-answer math, compared symbolically (math-verify): 1 right, 0 wrong."""
+
+    role = "primary"
+    verdicts = (
+        Verdict.CORRECT, Verdict.WRONG, Verdict.NO_ANSWER, Verdict.HEDGED, Verdict.TIMEOUT, Verdict.ANSWER_TOO_LONG,
+        Verdict.GOLD_UNPARSEABLE, Verdict.WORKER_CRASHED, Verdict.DEADLINE_EXCEEDED, Verdict.INTERNAL_ERROR,
+    )  # fmt: skip
+    null_verdicts = (
+        Verdict.GOLD_UNPARSEABLE, Verdict.WORKER_CRASHED, Verdict.DEADLINE_EXCEEDED, Verdict.INTERNAL_ERROR,
+    )  # fmt: skip
+
+    gold: str = Field(
+        ..., min_length=1, max_length=10_000, description="The right answer: a number, an expression, LaTeX."
+    )
+    options: MathOptions = Field(MathOptions(), description="How answers are extracted and compared.")
 
 
-class FormatOptions(_Strict):
+class FormatOptions(ComponentSpec):
+    """The reasoning format: one reasoning block, nothing before it, an answer after it: 1 well formed, else 0."""
+
+    verdicts = (
+        Verdict.OK, Verdict.MISSING_OPEN_TAG, Verdict.MISSING_CLOSE_TAG, Verdict.TEXT_BEFORE_REASONING,
+        Verdict.NESTED_TAGS, Verdict.MULTIPLE_BLOCKS, Verdict.REVERSED_TAGS, Verdict.EMPTY_ANSWER,
+    )  # fmt: skip
+
     tag: str = Field("think", pattern=r"^[A-Za-z][\w-]{0,31}$", description="Name of the reasoning tag.")
     prefilled: StrictBool = Field(False, description="The chat template already opened the tag.")
     require_answer: StrictBool = Field(True, description="A non-empty answer must follow the closing tag.")
@@ -168,8 +238,16 @@ class AssertTest(_TaggedTest):
 CodeTest = Annotated[StdioTest | CallTest | AssertTest, Field(discriminator="type")]
 
 
-class CodeSpec(_Strict):
-    """Tests for the program in the completion's last fenced code block. Limits are per test, capped by the server."""
+class CodeSpec(ComponentSpec):
+    """Tests for the program in the completion's last fenced code block: the share of tests passed. Limits are per
+    test, capped by the server."""
+
+    role = "primary"
+    verdicts = (
+        Verdict.PASSED, Verdict.FAILED, Verdict.NO_CODE, Verdict.COMPILE_ERROR, Verdict.SANDBOX_UNAVAILABLE,
+        Verdict.INVALID_TEST, Verdict.DEADLINE_EXCEEDED,
+    )  # fmt: skip
+    null_verdicts = (Verdict.SANDBOX_UNAVAILABLE, Verdict.INVALID_TEST, Verdict.DEADLINE_EXCEEDED)
 
     language: Literal["python"] = "python"
     tests: list[CodeTest] = Field(..., min_length=1, max_length=1000)
@@ -180,6 +258,178 @@ class CodeSpec(_Strict):
     max_output_bytes: int | None = Field(None, ge=1024, le=256 * 1024 * 1024)
     max_file_mb: int | None = Field(None, ge=1, le=1024)
     think_tag: str = Field("think", pattern=r"^[A-Za-z][\w-]{0,31}$")
+
+
+Scope = Literal["all", "reasoning", "answer"]
+
+
+def _think_tag() -> Any:
+    return Field("think", pattern=_TAG_PATTERN, description="The reasoning tag: the answer is what follows its end.")
+
+
+class ChoiceSpec(ComponentSpec):
+    """Multiple choice (GPQA, MMLU): the letter in the last \\boxed{} after the reasoning, else the last "answer is"
+    or "Answer:" line; 1 right, 0 wrong. Several letters ("A or B"), boxes that disagree and "not A" are `hedged`.
+    An option's text counts as its letter only when exactly one option matches it."""
+
+    role = "primary"
+    verdicts = (
+        Verdict.CORRECT, Verdict.WRONG, Verdict.NO_ANSWER, Verdict.HEDGED, Verdict.NOT_AN_OPTION, Verdict.BAD_GOLD,
+    )  # fmt: skip
+    null_verdicts = (Verdict.BAD_GOLD,)
+
+    gold: str | tuple[str, ...] = Field(
+        ..., description="The right letter, or a list of letters that must all be chosen (multi-select)."
+    )
+    options: tuple[str, ...] | None = Field(
+        None, max_length=26, description="The options' texts, in letter order; an answer may name one by its text."
+    )
+    letters: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z]{2,26}$",
+        description="The option letters; default: one per option (A, B, ...), else ABCDEFGHIJ.",
+    )
+    think_tag: str = _think_tag()
+
+    def option_letters(self) -> str:
+        if self.letters is not None:
+            return self.letters.upper()
+        return "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: len(self.options)] if self.options else "ABCDEFGHIJ"
+
+
+class AnswerSpec(ComponentSpec):
+    """A short free-form answer (QA, trivia, search agents): the last <answer> block, else the last \\boxed{}, else
+    the last "Answer:" line, normalised as SQuAD does (numbers compared as numbers). Never credit for a substring;
+    an answer listing several candidates for a single gold is `hedged`."""
+
+    role = "primary"
+    verdicts = (
+        Verdict.CORRECT, Verdict.PARTIAL, Verdict.WRONG, Verdict.NO_ANSWER, Verdict.HEDGED, Verdict.BAD_GOLD,
+    )  # fmt: skip
+    null_verdicts = (Verdict.BAD_GOLD,)
+
+    gold: str | tuple[str, ...] = Field(..., description="The answer, or a list of accepted aliases.")
+    match: Literal["exact", "f1"] = Field(
+        "exact", description="exact: 1 or 0 after normalisation; f1: word-overlap F1 with the best alias."
+    )
+    think_tag: str = _think_tag()
+
+    @field_validator("gold")
+    @classmethod
+    def _bounded_gold(cls, gold: str | tuple[str, ...]) -> str | tuple[str, ...]:
+        golds = (gold,) if isinstance(gold, str) else gold
+        if not golds or len(golds) > 100 or any(len(g) > 10_000 for g in golds):
+            raise ValueError("gold must be 1 to 100 answers of at most 10000 characters each")
+        return gold
+
+
+class OverlongSpec(ComponentSpec):
+    """DAPO's soft overlong punishment: 0 up to `max_tokens - buffer_tokens`, then falling linearly to `-penalty` at
+    `max_tokens`; `-penalty` beyond it and for a truncated completion. Not gated on correctness."""
+
+    verdicts = (Verdict.WITHIN_BUDGET, Verdict.IN_BUFFER, Verdict.OVER_LIMIT, Verdict.TRUNCATED, Verdict.LENGTH_UNKNOWN)
+    null_verdicts = (Verdict.TRUNCATED, Verdict.LENGTH_UNKNOWN)  # truncated: only with on_truncated "null"
+    range_text = "[-penalty, 0]"
+
+    max_tokens: int = Field(..., ge=1, le=100_000_000, description="The generation cap (max_completion_length).")
+    buffer_tokens: int | None = Field(
+        None, ge=0, description="Length of the soft zone before the cap; default: max_tokens // 5."
+    )
+    penalty: float = Field(1.0, gt=0, le=WEIGHT_LIMIT, allow_inf_nan=False, description="The score at the cap.")
+    on_truncated: Literal["penalty", "null"] = Field(
+        "penalty",
+        description="A truncated completion (`truncated: true`) scores -penalty, or null (skipped in training).",
+    )
+    unit: LengthUnit = _unit()
+
+    @model_validator(mode="after")
+    def _buffer_within_cap(self) -> OverlongSpec:
+        if self.buffer_tokens is not None and self.buffer_tokens > self.max_tokens:
+            raise ValueError("buffer_tokens must be at most max_tokens")
+        return self
+
+    @property
+    def buffer(self) -> int:
+        return self.max_tokens // 5 if self.buffer_tokens is None else self.buffer_tokens
+
+    def score_range(self) -> tuple[float, float]:
+        return (-self.penalty, 0.0)
+
+
+class LengthSpec(GatedSpec):
+    """Conciseness, gated on correctness. cosine: from `*_short` at length 0 to `*_long` at `max_tokens` (and beyond)
+    along half a cosine, with separate ends for right and wrong answers. target: a right answer scores
+    1 - excess / scale_tokens (at least 0), where excess is how far it runs past `target_tokens` (kind up_to) or
+    misses it either way (kind exact); a wrong one scores `wrong_score`."""
+
+    verdicts = (Verdict.CORRECT, Verdict.WRONG, Verdict.LENGTH_UNKNOWN, Verdict.PRIMARY_UNJUDGED)
+    null_verdicts = (Verdict.LENGTH_UNKNOWN, Verdict.PRIMARY_UNJUDGED)
+    range_text = "cosine: [lowest, highest] of the four ends; target: [min(0, wrong_score), max(1, wrong_score)]"
+
+    mode: Literal["cosine", "target"] = "cosine"
+    max_tokens: int | None = Field(
+        None, ge=1, le=100_000_000, description="cosine (required): where `*_long` is reached."
+    )
+    correct_short: Finite = Field(1.0, description="cosine: a right answer of length 0.")
+    correct_long: Finite = Field(0.5, description="cosine: a right answer at max_tokens.")
+    wrong_short: Finite = Field(-1.0, description="cosine: a wrong answer of length 0.")
+    wrong_long: Finite = Field(-0.5, description="cosine: a wrong answer at max_tokens.")
+    target_tokens: int | None = Field(None, ge=0, le=100_000_000, description="target (required): the length aimed at.")
+    kind: Literal["up_to", "exact"] = Field("up_to", description="target: up_to charges only excess length.")
+    scale_tokens: int | None = Field(
+        None,
+        ge=1,
+        le=100_000_000,
+        description="target: the excess at which a right answer scores 0; default: target_tokens.",
+    )
+    wrong_score: Finite = Field(0.0, description="target: the score of a wrong answer.")
+    unit: LengthUnit = _unit()
+
+    @model_validator(mode="after")
+    def _mode_fields(self) -> LengthSpec:
+        if self.mode == "cosine" and self.max_tokens is None:
+            raise ValueError("mode cosine needs max_tokens")
+        if self.mode == "target" and self.target_tokens is None:
+            raise ValueError("mode target needs target_tokens")
+        return self
+
+    @property
+    def scale(self) -> int:
+        return self.scale_tokens or max(1, self.target_tokens or 0)
+
+    def gated_ranges(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        if self.mode == "target":
+            return (0.0, 1.0), (self.wrong_score, self.wrong_score)
+        right = (min(self.correct_short, self.correct_long), max(self.correct_short, self.correct_long))
+        wrong = (min(self.wrong_short, self.wrong_long), max(self.wrong_short, self.wrong_long))
+        return right, wrong
+
+    def score_range(self) -> tuple[float, float]:
+        (right_low, right_high), (wrong_low, wrong_high) = self.gated_ranges()
+        return (min(right_low, wrong_low), max(right_high, wrong_high))
+
+
+class RepetitionSpec(ComponentSpec):
+    """n-gram repetition: (1 - unique n-grams / all n-grams) * max_penalty, so 0 for none and max_penalty at most;
+    a text that ends in a loop (one span repeated four or more times at its end) scores max_penalty."""
+
+    verdicts = (Verdict.NO_REPETITION, Verdict.REPETITIVE, Verdict.LOOP, Verdict.TOO_SHORT)
+    range_text = "[max_penalty, 0]"
+
+    n: int = Field(3, ge=1, le=32, description="n-gram size, in units.")
+    max_penalty: float = Field(-1.0, le=0, ge=-WEIGHT_LIMIT, allow_inf_nan=False, description="The lowest score.")
+    scope: Scope = Field(
+        "all", description="all: the whole completion; reasoning: the reasoning block; answer: the text after it."
+    )
+    units: Literal["auto", "words"] = Field(
+        "auto",
+        description="auto: words, and each Han, kana or Thai character as its own unit (so Chinese and Japanese "
+        "are measured); words: lowercase whitespace-separated words (open-r1's count).",
+    )
+    think_tag: str = _think_tag()
+
+    def score_range(self) -> tuple[float, float]:
+        return (self.max_penalty, 0.0)
 
 
 Weight = Annotated[float, Field(ge=-WEIGHT_LIMIT, le=WEIGHT_LIMIT, allow_inf_nan=False)]
@@ -199,20 +449,37 @@ def _publish_item_rules(schema: dict[str, Any]) -> None:
 
 
 class ScoreItem(_Strict):
-    """One completion to score. At least one component (`math`, `code`, `format`) is required."""
+    """One completion to score, with at least one component. Each component is a field named after it, holding its
+    options; the item's reward is the weighted sum of their scores."""
 
     model_config = ConfigDict(json_schema_extra=_publish_item_rules)
 
     completion: str = Field(..., description="The model's output, as text.")
     id: str | None = Field(None, max_length=256, description="Echoed back in the result.")
-    prompt: str | None = Field(None, description="Not scored; kept for logs and future components.")
+    prompt: str | None = Field(None, description="Not scored; kept for logs.")
+    completion_tokens: int | None = Field(
+        None, ge=0, le=100_000_000, description="The completion's length in tokens (for overlong and length)."
+    )
+    truncated: StrictBool | None = Field(
+        None, description="The completion was cut off at the generation cap (it ends in neither EOS nor padding)."
+    )
     math: MathSpec | None = None
     code: CodeSpec | None = None
+    choice: ChoiceSpec | None = None
+    answer: AnswerSpec | None = None
     format: FormatOptions | None = None
+    overlong: OverlongSpec | None = None
+    length: LengthSpec | None = None
+    repetition: RepetitionSpec | None = None
     weights: dict[ComponentName, Weight] | None = Field(
         None,
         description=f"Component name -> weight in the reward (default 1.0 each); finite, |weight| <= {WEIGHT_LIMIT:g}, "
         "and only for components the item requests.",
+    )
+    allow_order_inversion: StrictBool = Field(
+        False,
+        description="Send an item whose weights and options let a wrong answer score at least as much as a right one "
+        "(refused with 422 otherwise).",
     )
 
     @model_validator(mode="after")
@@ -223,11 +490,82 @@ class ScoreItem(_Strict):
         unrequested = [name for name in COMPONENTS if name in (self.weights or {}) and name not in requested]
         if unrequested:  # names from COMPONENTS only: the message never echoes input
             raise ValueError(f"weights name components this item does not request: {', '.join(unrequested)}")
+        for name in requested:
+            spec = self.spec(name)
+            if isinstance(spec, GatedSpec):
+                self._check_gate(name, spec)
+        inversions = [] if self.allow_order_inversion else self.order_inversions()
+        if inversions:
+            raise ValueError(
+                f"with these weights and options a wrong answer scores at least as much as a right one ("
+                f"{'; '.join(inversions)}): make the correctness component's weight outweigh the rest, or set "
+                "allow_order_inversion: true"
+            )
         return self
+
+    def _check_gate(self, name: str, spec: GatedSpec) -> None:
+        primaries = [p for p in self.requested() if SPECS[p].role == "primary"]
+        if spec.correct_from is None and len(primaries) != 1:
+            needed = "one of" if not primaries else "correct_from to name one of"
+            raise ValueError(f"{name} reads correctness from another component: the item needs {needed} "
+                             f"{', '.join(get_args(PrimaryName))}")  # fmt: skip
+        if spec.correct_from is not None and spec.correct_from not in primaries:
+            raise ValueError(f"{name}.correct_from names a component this item does not request")
+
+    def spec(self, name: str) -> ComponentSpec | None:
+        """The options of component `name`, None when the item does not request it."""
+        spec: ComponentSpec | None = getattr(self, name)
+        return spec
 
     def requested(self) -> list[str]:
         """The components this item asks for, in a fixed order."""
         return [name for name in COMPONENTS if getattr(self, name) is not None]
+
+    def correctness_source(self, spec: GatedSpec) -> str:
+        """The component a gated one reads correctness from (the item has been checked to have it)."""
+        if spec.correct_from is not None:
+            return spec.correct_from
+        return next(name for name in self.requested() if SPECS[name].role == "primary")
+
+    def order_inversions(self) -> list[str]:
+        """For each correctness component, whether a right answer (score 1) always outscores a wrong one (score 0),
+        at any length: the components that depend on correctness (it, and those gated on it) are compared at their
+        worst; the others (format, overlong, repetition) score a right and a wrong answer alike. Returns the names of
+        each group that fails."""
+        weights: dict[str, float] = {name: weight for name, weight in (self.weights or {}).items()}
+        failing = []
+        for primary in self.requested():
+            if SPECS[primary].role != "primary":
+                continue
+            margin, group = weights.get(primary, 1.0), [primary]
+            for name in self.requested():
+                spec = self.spec(name)
+                if isinstance(spec, GatedSpec) and self.correctness_source(spec) == primary:
+                    (right_low, right_high), (wrong_low, wrong_high) = spec.gated_ranges()
+                    weight = weights.get(name, 1.0)
+                    margin += weight * (right_low - wrong_high) if weight >= 0 else weight * (right_high - wrong_low)
+                    group.append(name)
+            if margin <= 0:
+                failing.append(" with ".join(group))
+        return failing
+
+
+def _spec_classes() -> dict[str, type[ComponentSpec]]:
+    specs = {}
+    for name in COMPONENTS:
+        (spec,) = (arg for arg in get_args(ScoreItem.model_fields[name].annotation) if arg is not type(None))
+        specs[name] = spec
+    return specs
+
+
+SPECS: dict[str, type[ComponentSpec]] = _spec_classes()  # component name -> its spec class
+PRIMARIES: tuple[str, ...] = get_args(PrimaryName)
+# Which verdicts each component gives (the OpenAPI document lists them per component). A newer server may add
+# verdicts: clients should treat one they do not know as "other", never fail on it.
+# Any component can also fail as `internal_error` (null): a bug in the verifier.
+VERDICTS: dict[str, tuple[Verdict, ...]] = {
+    name: tuple(dict.fromkeys((*spec.verdicts, Verdict.INTERNAL_ERROR))) for name, spec in SPECS.items()
+}
 
 
 _REQUEST_EXAMPLE: dict[str, Any] = {

@@ -26,7 +26,7 @@ def item(**extra: Any) -> dict[str, Any]:
 
 CODE = {"tests": [{"type": "call", "fn": "f", "expected": 1}]}
 ECHOES = {
-    "an unknown field": ([item(**{SECRET: 1})], "items.0", "allowed: completion, id, prompt, math, code, format"),
+    "an unknown field": ([item(**{SECRET: 1})], "items.0", "allowed: completion, id, prompt, completion_tokens"),
     "an unknown option": (
         [item(math={"gold": "4", "options": {SECRET: True}})],
         "items.0.math.options",
@@ -37,7 +37,7 @@ ECHOES = {
         "items.0.code.tests.0",
         "unknown 'type'; allowed: 'stdio', 'call', 'assert'",
     ),
-    "an unknown weight key": ([item(weights={SECRET: 1.0})], "items.0.weights", "'math', 'code' or 'format'"),
+    "an unknown weight key": ([item(weights={SECRET: 1.0})], "items.0.weights", "'overlong', 'length' or 'repetition'"),
     "a weight for an unrequested component": ([item(weights={"code": 1.0})], "items.0", "does not request: code"),
     "a bad value": (
         [item(math={"gold": "4", "options": {"language": SECRET}})],
@@ -78,7 +78,8 @@ def test_weights_that_cannot_make_a_finite_reward_are_refused(server: Server, we
 
 
 def test_the_largest_weights_still_make_a_finite_reward(server: Server) -> None:
-    items = [item(format={}, weights={"math": 1e6, "format": 1e6}), item(format={}, weights={"math": -1e6})]
+    inverted = item(format={}, weights={"math": -1e6}, allow_order_inversion=True)  # a right answer costs reward
+    items = [item(format={}, weights={"math": 1e6, "format": 1e6}), inverted]
     response = post(server.url, {"items": items})
     assert response.status_code == 200, response.text
     rewards = [(r["reward"], r["status"]) for r in response.json()["results"]]

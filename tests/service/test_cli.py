@@ -61,7 +61,10 @@ def test_score_a_file_in_order_with_a_summary(tmp_path: Path) -> None:
     assert [r["reward"] for r in results] == [2.0, 0.0, None, None, 1.0]
     assert results[0]["components"]["math"]["verdict"] == "correct"
     assert results[4]["components"]["code"]["tests"] == [{"verdict": "passed", "detail": None}]
-    assert results[2]["error"] == "line 4: unknown field; allowed: completion, id, prompt, math, code, format, weights"
+    assert results[2]["error"] == (
+        "line 4: unknown field; allowed: completion, id, prompt, completion_tokens, truncated, math, code, choice, "
+        "answer, format, overlong, length, repetition, weights, allow_order_inversion"
+    )
     assert results[3]["error"].startswith("line 5: Invalid JSON")
     assert "s3cret" not in out.read_text() + done.stderr
     assert "5/5 items" in done.stderr

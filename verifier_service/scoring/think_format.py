@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from itertools import islice
 
-from verifier_service.schema import FormatOptions, Verdict
+from verifier_service.schema import ComponentResult, FormatOptions, ScoreItem, Verdict
 
 
 @dataclass(frozen=True)
@@ -64,3 +64,9 @@ def _tag_pattern(tag: str) -> re.Pattern[str]:
 
 def _fail(verdict: Verdict, detail: str) -> FormatResult:
     return FormatResult(score=0.0, verdict=verdict, detail=detail)
+
+
+def score(item: ScoreItem, spec: FormatOptions) -> ComponentResult:
+    """The `format` component of an item."""
+    found = score_format(item.completion, options=spec)
+    return ComponentResult(score=found.score, verdict=found.verdict.value, detail=found.detail)

@@ -1,0 +1,253 @@
+"""The text components (choice, answer, overlong, length, repetition): their cost in-process and through the service.
+
+    .venv/bin/python bench/components.py                      # starts a verifier on a free loopback port
+    .venv/bin/python bench/components.py --repeats 300 --steps 6
+
+Three parts, in one run:
+
+1. **In-process, on 8,000-token completions** (about 32,000 characters: English reasoning, a Chinese one, and one that
+   ends in a loop): each component's scorer called directly, `--repeats` times per completion; p50 and p99 per call.
+   Where TRL ships the same reward (`get_soft_overlong_punishment`, `get_repetition_penalty_reward` on token ids,
+   `get_cosine_scaled_reward`, which runs math-verify itself), it is timed on the same completions beside ours, and
+   the ratio is printed (TRL time / ours).
+2. **Through the service, on the same completions**: 64 items per request with one component each; ms per item.
+3. **A 512-item GSM8K step** (bench/workloads.py, a fresh seed per step, the math cache off): math + format alone,
+   then with every text component added (choice, answer, overlong, cosine length on math, repetition), alternated
+   step by step; the median time of each and their ratio (target: under 2x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from machine import free_port, load_average, stop
+from workloads import gsm8k_step
+
+from verifier_service.schema import ComponentResult, ScoreItem
+from verifier_service.scoring import GATED, TEXT
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKENS = 8_000
+CHARS_PER_TOKEN = 4
+
+_WORDS = (
+    "so the total is then we add subtract multiply each of the apples costs dollars and cents which gives us "
+    "let me check again this step carefully because the numbers must match what the problem says"
+).split()
+_HAN = "我们需要计算总数然后检查每一步是否正确这个问题的答案应该是"
+
+
+def english(rng: random.Random, chars: int) -> str:
+    words: list[str] = []
+    size = 0
+    while size < chars:
+        word = rng.choice(_WORDS) if rng.random() > 0.2 else str(rng.randint(1, 999))
+        words.append(word)
+        size += len(word) + 1
+    return " ".join(words)
+
+
+def chinese(rng: random.Random, chars: int) -> str:
+    return "".join(rng.choice(_HAN) for _ in range(chars))
+
+
+def completions(rng: random.Random) -> dict[str, str]:
+    """Three 8,000-token completions, each ending in an answer."""
+    size = TOKENS * CHARS_PER_TOKEN
+    answer = "</think>The answer is \\boxed{C}. <answer>42</answer>"
+    loop = english(rng, size // 2) + " I need to check this again." * (size // 2 // 28)
+    return {
+        "english": "<think>" + english(rng, size) + answer,
+        "chinese": "<think>" + chinese(rng, size // 2) + answer,  # a Han character is about two tokens
+        "loop": "<think>" + loop,
+    }
+
+
+def specs() -> dict[str, dict[str, Any]]:
+    return {
+        "choice": {"choice": {"gold": "C"}},
+        "answer": {"answer": {"gold": "42"}},
+        "overlong": {"overlong": {"max_tokens": 8192}},
+        "length": {"math": {"gold": "42"}, "length": {"max_tokens": 8192}},
+        "repetition": {"repetition": {}},
+    }
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def time_calls(call: Callable[[], Any], repeats: int) -> list[float]:
+    call()  # warm-up
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def in_process(texts: dict[str, str], repeats: int) -> None:
+    print(f"\n1. in-process, {TOKENS}-token completions, {repeats} calls each: ms per call (p50 / p99)")
+    print(f"{'component':<11} " + " ".join(f"{kind:>17}" for kind in texts))
+    right = ComponentResult(score=1.0, verdict="correct")
+    for name, spec in specs().items():
+        cells = []
+        for text in texts.values():
+            item = ScoreItem(completion=text, completion_tokens=TOKENS, truncated=False, **spec)
+            options = item.spec(name)
+            if name in GATED:
+                scorer = GATED[name]
+                times = time_calls(lambda s=scorer, i=item, o=options: s(i, o, right), repeats)
+            else:
+                scorer = TEXT[name]
+                times = time_calls(lambda s=scorer, i=item, o=options: s(i, o), repeats)
+            cells.append(f"{percentile(times, 0.5) * 1e3:7.3f} / {percentile(times, 0.99) * 1e3:7.3f}")
+        print(f"{name:<11} " + " ".join(f"{cell:>17}" for cell in cells))
+
+
+def token_ids(text: str) -> list[int]:
+    """Stand-in token ids: one per word, the same word the same id (what TRL's n-gram count sees)."""
+    vocabulary: dict[str, int] = {}
+    return [vocabulary.setdefault(word, len(vocabulary)) for word in text.lower().split()]
+
+
+def against_trl(texts: dict[str, str], repeats: int) -> None:
+    from trl.rewards import get_cosine_scaled_reward, get_repetition_penalty_reward, get_soft_overlong_punishment
+
+    print(f"\n   beside TRL's own rewards, same completions ({repeats} calls): ms per call (p50), TRL / ours")
+    text = texts["english"]
+    ids = token_ids(text)
+    right = ComponentResult(score=1.0, verdict="correct")
+    pairs: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {}
+    item = ScoreItem(completion=text, completion_tokens=len(ids), overlong={"max_tokens": 8192})
+    trl_overlong = get_soft_overlong_punishment(8192, 8192 // 5)
+    pairs["overlong"] = (lambda: trl_overlong([ids]), lambda: TEXT["overlong"](item, item.overlong))
+    item_r = ScoreItem(completion=text, repetition={"units": "words"})
+    trl_repetition = get_repetition_penalty_reward(3, -1.0)
+    pairs["repetition"] = (lambda: trl_repetition([ids]), lambda: TEXT["repetition"](item_r, item_r.repetition))
+    item_l = ScoreItem(completion=text, completion_tokens=len(ids), math={"gold": "42"}, length={"max_tokens": 8192})
+    trl_cosine = get_cosine_scaled_reward(8192)
+    chat = [[{"role": "assistant", "content": text}]]
+    pairs["length"] = (
+        lambda: trl_cosine(completions=chat, solution=["42"], completion_ids=[ids]),
+        lambda: GATED["length"](item_l, item_l.length, right),
+    )
+    for name, (theirs, ours) in pairs.items():
+        t = statistics.median(time_calls(theirs, repeats))
+        o = statistics.median(time_calls(ours, repeats))
+        note = " (TRL's runs math-verify inside; ours reads the math result)" if name == "length" else ""
+        print(f"{name:<11} TRL {t * 1e3:8.3f}  ours {o * 1e3:8.3f}  ratio {t / o:8.1f}{note}")
+
+
+@contextmanager
+def verifier() -> Iterator[str]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
+    env |= {"VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning", "VERIFIER_MATH_CACHE_SIZE": "0"}
+    env |= {"VERIFIER_CODE_ENABLED": "false"}
+    process = subprocess.Popen([sys.executable, "-m", "verifier_service"], cwd=ROOT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        yield url
+    finally:
+        stop(process)
+
+
+def post(client: httpx.Client, items: list[dict[str, Any]]) -> float:
+    started = time.perf_counter()
+    response = client.post("/v1/score", json={"items": items})
+    elapsed = time.perf_counter() - started
+    response.raise_for_status()
+    nulls = sum(result["reward"] is None for result in response.json()["results"])
+    if nulls:
+        raise SystemExit(f"{nulls} items were not judged: the benchmark measures nothing")
+    return elapsed
+
+
+def through_service(client: httpx.Client, texts: dict[str, str], repeats: int) -> None:
+    print(f"\n2. through the service, 64 {TOKENS}-token completions per request, {repeats} requests: ms per item")
+    print(f"{'component':<11} " + " ".join(f"{kind:>10}" for kind in texts))
+    for name, spec in specs().items():
+        cells = []
+        for text in texts.values():
+            items = [{"completion": text, "completion_tokens": TOKENS, "truncated": False, **spec}] * 64
+            times = [post(client, items) for _ in range(repeats)]
+            cells.append(f"{statistics.median(times) / 64 * 1e3:10.3f}")
+        print(f"{name:<11} " + " ".join(cells))
+
+
+def gsm8k_items(seed: int, everything: bool) -> list[dict[str, Any]]:
+    items = []
+    for sample in gsm8k_step(seed=seed, prompts=64, group_size=8):
+        item: dict[str, Any] = {"completion": sample.completion, "math": {"gold": sample.gold}, "format": {}}
+        if everything:
+            item |= {
+                "completion_tokens": len(sample.completion) // CHARS_PER_TOKEN,
+                "truncated": sample.intent == "malformed:truncated",
+                "choice": {"gold": "A"},
+                "answer": {"gold": sample.gold},
+                "overlong": {"max_tokens": 512},
+                "length": {"max_tokens": 512, "correct_from": "math"},
+                "repetition": {},
+            }
+        items.append(item)
+    return items
+
+
+def gsm8k_step_cost(client: httpx.Client, steps: int) -> None:
+    print(f"\n3. a 512-item GSM8K step, {steps} steps each, alternated, fresh seeds, math cache off")
+    post(client, gsm8k_items(seed=999, everything=True))  # warm-up
+    alone, added = [], []
+    for step in range(steps):
+        alone.append(post(client, gsm8k_items(seed=2 * step, everything=False)))
+        added.append(post(client, gsm8k_items(seed=2 * step + 1, everything=True)))
+    a, b = statistics.median(alone), statistics.median(added)
+    print(f"math + format: {a * 1e3:.1f} ms   + choice, answer, overlong, length, repetition: {b * 1e3:.1f} ms")
+    print(f"ratio: {b / a:.2f}x (target < 2x)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=200, help="in-process calls per component and completion")
+    parser.add_argument("--requests", type=int, default=5, help="service requests per component and completion")
+    parser.add_argument("--steps", type=int, default=6, help="GSM8K steps per configuration")
+    args = parser.parse_args()
+    import trl
+
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}, trl {trl.__version__}; load average {load_average()}"
+    )
+    texts = completions(random.Random(0))
+    in_process(texts, args.repeats)
+    against_trl(texts, min(args.repeats, 50))
+    with verifier() as url, httpx.Client(base_url=url, timeout=300) as client:
+        through_service(client, texts, args.requests)
+        gsm8k_step_cost(client, args.steps)
+    print(f"load average at the end: {load_average()}")
+
+
+if __name__ == "__main__":
+    main()
