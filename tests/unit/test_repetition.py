@@ -109,3 +109,24 @@ def test_a_megabyte_returns() -> None:
     text = " ".join(str(rng.randint(0, 10**6)) for _ in range(150_000))
     assert scored(text)[1] in {"no_repetition", "repetitive"}
     assert scored("x" * 1_000_000) == (-1.0, "loop")
+
+
+def naive_loop(text: str) -> tuple[int, int] | None:
+    """The loop definition, spelled out character by character."""
+    size = len(text)
+    for period in range(1, min(200, size // 4) + 1):
+        length = period
+        while length < size and text[size - length - 1] == text[size - length - 1 + period]:
+            length += 1
+        if length >= 4 * period and length >= LOOP_MIN_CHARS:
+            return period, length
+    return None
+
+
+def test_loop_detection_agrees_with_the_definition() -> None:
+    rng = random.Random(3)
+    for _ in range(3000):
+        span = "".join(rng.choice("ab \n") for _ in range(rng.randint(1, 30)))
+        head = "".join(rng.choice("abc \n") for _ in range(rng.randint(0, 100)))
+        text = head + span * rng.randint(0, 12) + span[: rng.randint(0, len(span))]
+        assert end_loop(text) == naive_loop(text), repr(text)

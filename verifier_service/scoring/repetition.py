@@ -24,6 +24,7 @@ from verifier_service.scoring.text import result, scoped
 LOOP_SPAN = 200  # the longest repeated span looked for, in characters
 LOOP_COPIES = 4  # copies of it at the end that make a loop
 LOOP_MIN_CHARS = 32  # and at least this many characters of them: "!!!!" or "ha ha ha ha" end a text, not a loop
+_KEY = 8  # characters of the end looked for again, to find the longer candidate periods
 
 # Scripts written without spaces between words: Han (with extensions and compatibility ideographs), kana, Thai.
 _UNSPACED = "\u0e00-\u0e7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
@@ -54,6 +55,27 @@ def repeated_share(parts: list[str], n: int) -> float | None:
     return 1.0 - len(grams) / total
 
 
+def _candidate_periods(text: str) -> list[int]:
+    """The periods a loop at the end of `text` can have, smallest first: every period under `_KEY`, and the longer
+    ones at which the last `_KEY` characters occur again (found by `str.rfind`, so ordinary text costs a few scans
+    rather than a comparison per period)."""
+    size = len(text)
+    periods = list(range(1, min(_KEY, size // LOOP_COPIES + 1)))
+    key, start, end = text[-_KEY:], max(0, size - _KEY - LOOP_SPAN), size - 1
+    while size > _KEY and (found := text.rfind(key, start, end)) >= 0:
+        period = size - _KEY - found
+        if period >= _KEY:
+            periods.append(period)
+        end = found + _KEY - 1
+    return sorted(periods)
+
+
+def _periodic_tail(text: str, period: int, length: int) -> bool:
+    """Whether the last `length` characters of `text` repeat with `period`."""
+    size = len(text)
+    return length <= size and text[size - length + period :] == text[size - length : size - period]
+
+
 def end_loop(text: str) -> tuple[int, int] | None:
     """(span length, characters of repetition) when the text ends in a loop, else None.
 
@@ -62,23 +84,19 @@ def end_loop(text: str) -> tuple[int, int] | None:
     >>> end_loop("It is four!!!!") is None
     True
     """
-    size = len(text)
-    for period in range(1, min(LOOP_SPAN, size // LOOP_COPIES) + 1):
-        # cheap first: the last two copies agree
-        if text[size - period :] != text[size - 2 * period : size - period]:
-            continue
+    for period in _candidate_periods(text):
         needed = max(LOOP_COPIES * period, LOOP_MIN_CHARS)
-        if needed > size or text[size - needed + period :] != text[size - needed : size - period]:
+        if not _periodic_tail(text, period, needed):
             continue
-        # the periodic tail, measured by doubling then bisecting (each check compares two slices)
+        # how far the repetition reaches back: double the length checked, then bisect
         good, step = needed, needed
-        while good + step <= size and text[size - good - step + period :] == text[size - good - step : size - period]:
+        while _periodic_tail(text, period, good + step):
             good += step
             step *= 2
-        while step > 1:
-            step //= 2
-            if good + step <= size and text[size - good - step + period :] == text[size - good - step : size - period]:
-                good += step
+        bad = good + step  # not periodic (or past the start)
+        while bad - good > 1:
+            middle = (good + bad) // 2
+            good, bad = (middle, bad) if _periodic_tail(text, period, middle) else (good, middle)
         return period, good
     return None
 
