@@ -42,10 +42,44 @@ ROOT = Path(__file__).resolve().parents[1]
 TOKENS = 8_000
 CHARS_PER_TOKEN = 4
 
-_WORDS = (
-    "so the total is then we add subtract multiply each of the apples costs dollars and cents which gives us "
-    "let me check again this step carefully because the numbers must match what the problem says"
-).split()
+_WORDS = [
+    "so",
+    "the",
+    "total",
+    "is",
+    "then",
+    "we",
+    "add",
+    "subtract",
+    "multiply",
+    "each",
+    "of",
+    "the",
+    "apples",
+    "costs",
+    "dollars",
+    "and",
+    "cents",
+    "which",
+    "gives",
+    "us",
+    "let",
+    "me",
+    "check",
+    "again",
+    "this",
+    "step",
+    "carefully",
+    "because",
+    "the",
+    "numbers",
+    "must",
+    "match",
+    "what",
+    "the",
+    "problem",
+    "says",
+]
 _HAN = "我们需要计算总数然后检查每一步是否正确这个问题的答案应该是"
 
 

@@ -1,11 +1,17 @@
 """Training data for GRPO from datasets of several shapes: a chat `prompt` per row, plus the columns the reward
-functions read (`solution`: the gold answer; `tests`: code tests as a JSON string).
+functions read (`solution`: the gold answer; `tests`: code tests as a JSON string; `options`: the option texts of
+a multiple-choice question).
 
 Which columns hold what is configurable (`Columns`), so GSM8K (`question`/`answer`), MATH (`problem`/`solution`),
-MBPP (`text`/`test_list`) and HumanEval (`prompt`/`test`/`entry_point`) files load without renaming:
+MBPP (`text`/`test_list`), HumanEval (`prompt`/`test`/`entry_point`), MMLU (`question`/`answer`/`choices`) and
+MMLU-Pro (`question`/`answer`/`options`) files load without renaming:
 - prompt: a string gets the system prompt and becomes a chat prompt; a chat (a list of messages) is kept as is;
-- solution: a GSM8K solution becomes the number on its `#### N` line; anything else (a MATH solution with its
-  `\\boxed{}` answer, a bare answer) is sent as is: the verifier reads the boxed answer of a gold solution itself;
+- solution: for math, a GSM8K solution becomes the number on its `#### N` line; anything else (a MATH solution
+  with its `\\boxed{}` answer, a bare answer) is sent as is: the verifier reads the boxed answer of a gold solution
+  itself. For choice, a letter, a list of letters, or a 0-based option index (MMLU's), which becomes its letter.
+  For answer, the answer or a list of aliases;
+- options: for choice, a list of option texts in letter order; listed under a text prompt (`A. ...`), since the
+  question itself does not name them;
 - tests: a list of tests, or its JSON string, as `inputs.code_tests` reads them (MBPP's list of assert strings
   included); a HumanEval `check(candidate)` string becomes an assert test when the row has an `entry_point`. MBPP's
   asserts are also appended to its text prompt, as MBPP's own prompt does: its task text names no function.
@@ -14,13 +20,13 @@ MBPP (`text`/`test_list`) and HumanEval (`prompt`/`test`/`entry_point`) files lo
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainer_client.gsm8k import HUB_ID, SYSTEM_PROMPT, gold_answer
-from trainer_client.inputs import code_tests
+from trainer_client.inputs import LETTERS, answer_gold, choice_gold, code_tests, option_texts
 
 if TYPE_CHECKING:
     from datasets import DatasetDict
@@ -31,27 +37,46 @@ CODE_SYSTEM_PROMPT = (
     "tags. After the closing </think> tag, write your complete solution as one fenced Python code block "
     "(```python ... ```), defining every function the task names."
 )
+CHOICE_SYSTEM_PROMPT = (
+    "You are a careful expert. First think through the question step by step inside <think> </think> tags. After "
+    "the closing </think> tag, give the letter of the correct option in \\boxed{}, for example: The answer is "
+    "\\boxed{B}."
+)
+ANSWER_SYSTEM_PROMPT = (
+    "You are a careful expert. First think through the question step by step inside <think> </think> tags. After "
+    "the closing </think> tag, give the final answer, as short as possible, inside <answer> </answer> tags, for "
+    "example: <answer>Paris</answer>."
+)
 
 
 @dataclass(frozen=True)
 class Columns:
-    """Which dataset column holds the prompt, the gold answer and the code tests. The defaults are GSM8K's.
+    """Which dataset column holds the prompt, the gold answer, the code tests and the option texts. The defaults are
+    GSM8K's.
 
-    `solution` is read only when `math` is rewarded, `tests` only when `code` is.
+    `solution` is read only when math, choice or answer is rewarded, `tests` only when code is, `options` (when
+    named) only when choice is.
     """
 
     prompt: str = "question"
     solution: str = "answer"
     tests: str = "tests"
+    options: str | None = None
 
 
 def system_prompt_for(components: Sequence[str]) -> str:
-    """The default system prompt: the code one when code is rewarded and math is not, else the math one.
+    """The default system prompt, after the task the rewards check: math (also with no correctness component at
+    all), else code, else multiple choice, else a short answer.
 
     >>> system_prompt_for(["code", "format"]) == CODE_SYSTEM_PROMPT, system_prompt_for(["math"]) == SYSTEM_PROMPT
     (True, True)
+    >>> system_prompt_for(["choice", "length"]) == CHOICE_SYSTEM_PROMPT
+    True
     """
-    return CODE_SYSTEM_PROMPT if "code" in components and "math" not in components else MATH_SYSTEM_PROMPT
+    prompts = {"code": CODE_SYSTEM_PROMPT, "choice": CHOICE_SYSTEM_PROMPT, "answer": ANSWER_SYSTEM_PROMPT}
+    if "math" in components:
+        return MATH_SYSTEM_PROMPT
+    return next((prompts[name] for name in prompts if name in components), MATH_SYSTEM_PROMPT)
 
 
 def chat_prompt(value: Any, system_prompt: str) -> list[dict[str, Any]]:
@@ -109,6 +134,24 @@ def with_tests(prompt: str, asserts: Sequence[str]) -> str:
     return f"{prompt.rstrip()} Your code should pass these tests:\n" + "\n".join(asserts)
 
 
+# How each correctness component's gold is kept; the first rewarded one decides (a run rewards one of them).
+GOLDS: dict[str, Callable[[Any], Any]] = {"math": gold, "choice": choice_gold, "answer": answer_gold}
+
+
+def with_options(prompt: str, options: Sequence[str]) -> str:
+    """A multiple-choice question followed by its options, one lettered line each, as MMLU's prompts list them.
+
+    >>> print(with_options("Which is a prime?", ["4", "7"]))
+    Which is a prime?
+    <BLANKLINE>
+    A. 4
+    B. 7
+    """
+    return f"{prompt.rstrip()}\n\n" + "\n".join(
+        f"{letter}. {text}" for letter, text in zip(LETTERS[: len(options)], options, strict=True)
+    )
+
+
 def to_row(
     example: Mapping[str, Any],
     *,
@@ -116,19 +159,29 @@ def to_row(
     components: Sequence[str],
     system_prompt: str,
     tests_in_prompt: bool = True,
+    options_in_prompt: bool = True,
 ) -> dict[str, Any]:
-    """One dataset row as GRPO input: `prompt`, plus `solution` when math is rewarded and `tests` when code is.
-    With `tests_in_prompt`, a text prompt whose tests are MBPP's assert strings lists them (`with_tests`)."""
+    """One dataset row as GRPO input: `prompt`, plus `solution` when math, choice or answer is rewarded, `tests`
+    when code is and `options` when choice is and `columns.options` names them. With `tests_in_prompt`, a text
+    prompt whose tests are MBPP's assert strings lists them (`with_tests`); with `options_in_prompt`, a text prompt
+    lists the options (`with_options`)."""
     prompt = example[columns.prompt]
     if "code" in components and tests_in_prompt and isinstance(prompt, str):
         asserts = assert_strings(example[columns.tests])
         prompt = with_tests(prompt, asserts) if asserts else prompt
+    options = None
+    if "choice" in components and columns.options:
+        options = option_texts(example[columns.options], columns.options)
+        prompt = with_options(prompt, options) if options and options_in_prompt and isinstance(prompt, str) else prompt
     row: dict[str, Any] = {"prompt": chat_prompt(prompt, system_prompt)}
-    if "math" in components:
-        row["solution"] = gold(example[columns.solution])
+    reader = next((read for name, read in GOLDS.items() if name in components), None)
+    if reader is not None:
+        row["solution"] = reader(example[columns.solution])
     if "code" in components:
         tests = code_tests(example[columns.tests], column=columns.tests, entry_point=example.get("entry_point"))
         row["tests"] = json.dumps(tests) if tests is not None else None
+    if "choice" in components and columns.options:
+        row["options"] = options
     return row
 
 
@@ -144,10 +197,11 @@ def load_prompts(
     components: Sequence[str] = ("math", "format"),
     system_prompt: str | None = None,
     tests_in_prompt: bool = True,
+    options_in_prompt: bool = True,
 ) -> DatasetDict:
     """Load a hub dataset (`datasets.load_dataset(name, config)`; GSM8K gets its config `main`) or a local
     .json/.jsonl file (its one split is `train`), and turn every row into GRPO input (`to_row`). Only `prompt`,
-    `solution` and `tests` are kept. `system_prompt` defaults to `system_prompt_for(components)`.
+    `solution`, `tests` and `options` are kept. `system_prompt` defaults to `system_prompt_for(components)`.
     """
     from datasets import DatasetDict, load_dataset
 
@@ -164,6 +218,7 @@ def load_prompts(
         "components": tuple(components),
         "system_prompt": system_prompt_for(components) if system_prompt is None else system_prompt,
         "tests_in_prompt": tests_in_prompt,
+        "options_in_prompt": options_in_prompt,
     }
     return DatasetDict(
         {split: part.map(to_row, fn_kwargs=options, remove_columns=part.column_names) for split, part in raw.items()}
@@ -173,11 +228,12 @@ def load_prompts(
 def check_columns(present: Sequence[str], columns: Columns, components: Sequence[str]) -> None:
     """A clear error, naming the flag that fixes it, for a column the run needs and the dataset lacks."""
     needed = [("prompt", columns.prompt)]
-    needed += [("solution", columns.solution)] if "math" in components else []
+    needed += [("solution", columns.solution)] if set(GOLDS) & set(components) else []
     needed += [("tests", columns.tests)] if "code" in components else []
+    needed += [("options", columns.options)] if "choice" in components and columns.options else []
     for role, name in needed:
         if name not in present:
             raise ValueError(
-                f"the dataset has no column {name!r} for the {role}s; its columns: {list(present)}. "
+                f"the dataset has no column {name!r} for the {role.removesuffix('s')}s; its columns: {list(present)}. "
                 f"Name the column with --{role}_column (Columns({role}=...))"
             )

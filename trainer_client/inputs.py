@@ -7,11 +7,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
-from verifier_service.schema import CodeSpec, CodeTest
-
-_TESTS = TypeAdapter(list[CodeTest])
+from verifier_service.schema import CodeSpec
 
 
 def completion_text(completion: str | Sequence[Mapping[str, Any]]) -> str:
@@ -64,7 +62,7 @@ def column(kwargs: Mapping[str, Any], name: str, rows: int) -> list[Any]:
         available = sorted(key for key in kwargs if key not in ("trainer_state", "log_extra", "log_metric"))
         raise ValueError(
             f"the reward needs dataset column {name!r}, which is not in this batch; columns: {available}. "
-            "Pass the column name to the reward (gold_column= / tests_column=) or rename the column."
+            "Pass the column name to the reward (gold_column= / tests_column= / options_column=) or rename the column."
         )
     values = list(kwargs[name])
     if len(values) != rows:
@@ -80,23 +78,75 @@ def gold_text(value: Any) -> str | None:
     return text or None
 
 
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def choice_gold(value: Any) -> str | list[str] | None:
+    """A multiple-choice gold as `ChoiceSpec.gold` takes it: a letter, or a list of letters (multi-select). An int
+    is a 0-based option index (MMLU's `answer`); None (the row is not a choice row) when the column is empty.
+
+    >>> choice_gold("B"), choice_gold(2), choice_gold(["A", 3]), choice_gold(" "), choice_gold([])
+    ('B', 'C', ['A', 'D'], None, None)
+    """
+    if isinstance(value, (list, tuple)):
+        letters = [letter for letter in (choice_gold(v) for v in value) if isinstance(letter, str)]
+        return letters or None
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value < len(LETTERS):
+            raise ValueError(f"a choice gold given as an option index must be 0 to 25, got {value}")
+        return LETTERS[value]
+    return gold_text(value)
+
+
+def answer_gold(value: Any) -> str | list[str] | None:
+    """A short-answer gold as `AnswerSpec.gold` takes it: the answer, or a list of accepted aliases (TriviaQA,
+    Natural Questions); None when the column is empty.
+
+    >>> answer_gold(" Paris "), answer_gold(["Paris", "", "City of Light"]), answer_gold(42), answer_gold([])
+    ('Paris', ['Paris', 'City of Light'], '42', None)
+    """
+    if isinstance(value, (list, tuple)):
+        aliases = [alias for alias in (gold_text(v) for v in value) if alias is not None]
+        return aliases or None
+    return gold_text(value)
+
+
+def option_texts(value: Any, column: str = "options") -> list[str] | None:
+    """A row's option texts, in letter order (a list, or its JSON string); None when the row has none.
+
+    >>> option_texts(["Paris", "Lyon"]), option_texts('["1", 2]'), option_texts(None)
+    (['Paris', 'Lyon'], ['1', '2'], None)
+    """
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else None
+        except json.JSONDecodeError:
+            raise ValueError(f"dataset column {column!r} holds a string that is not a JSON list of options") from None
+    if value is None or (isinstance(value, Sequence) and not value):
+        return None
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        raise ValueError(f"dataset column {column!r} must hold a list of option texts, got {type(value).__name__}")
+    return [str(option) for option in value]
+
+
 def code_spec(
-    value: Any, *, timeout_s: float, memory_mb: int, column: str = "tests", entry_point: str | None = None
+    value: Any, *, options: Mapping[str, Any] | None = None, column: str = "tests", entry_point: str | None = None
 ) -> CodeSpec | None:
-    """A row's code tests as a `CodeSpec`; None when the row has none. `value` is read by `code_tests`.
+    """A row's code tests as a `CodeSpec` with the reward's code `options` (timeout_s, memory_mb, ...); None when
+    the row has none. `value` is read by `code_tests`; a `CodeSpec`-shaped dict in the row wins over `options`.
 
     A malformed value raises ValueError: it is a bug in the dataset, and would fail the same way every time.
 
-    >>> code_spec('[{"type": "assert", "code": "assert f() == 1"}]', timeout_s=5, memory_mb=512).tests[0].type
-    'assert'
+    >>> spec = code_spec('[{"type": "assert", "code": "assert f() == 1"}]', options={"timeout_s": 2})
+    >>> spec.tests[0].type, spec.timeout_s
+    ('assert', 2.0)
     """
     tests = code_tests(value, column=column, entry_point=entry_point)
     if tests is None:
         return None
+    fields = dict(tests) if isinstance(tests, Mapping) else {"tests": tests}
     try:
-        if isinstance(tests, Mapping):
-            return CodeSpec.model_validate({"timeout_s": timeout_s, "memory_mb": memory_mb, **tests})
-        return CodeSpec(tests=_TESTS.validate_python(tests), timeout_s=timeout_s, memory_mb=memory_mb)
+        return CodeSpec.model_validate({**(options or {}), **fields})
     except ValidationError as exc:
         raise ValueError(f"malformed code tests in dataset column {column!r}: {exc}") from exc
 

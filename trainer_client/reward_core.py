@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from trainer_client.errors import (
     RETRYABLE_ERRORS,
     VerifierConnectionError,
@@ -17,33 +19,39 @@ from trainer_client.errors import (
     VerifierRequestError,
     VerifierUnavailableError,
 )
-from trainer_client.inputs import code_spec, column, completion_text, gold_text
+from trainer_client.inputs import answer_gold, choice_gold, code_spec, column, completion_text, gold_text, option_texts
 from trainer_client.metrics import row_verdicts, verdict_metrics
-from verifier_service.schema import COMPONENTS, CodeSpec, FormatOptions, ItemResult, MathOptions, MathSpec, ScoreItem
+from trainer_client.options import Options, check_request, correctness_component, describe
+from trainer_client.tokens import StopTokens, length_fields
+from verifier_service.schema import COMPONENTS, FormatOptions, ItemResult, MathOptions, ScoreItem
 
 logger = logging.getLogger("trainer_client")
 
-DEFAULT_NAMES: dict[tuple[str, ...], str] = {
-    ("math",): "verifier_math",
-    ("format",): "verifier_format",
-    ("code",): "verifier_code",
-}
+DEFAULT_NAMES: dict[tuple[str, ...], str] = {(name,): f"verifier_{name}" for name in COMPONENTS}
+GOLD_READERS: dict[str, Callable[[Any], Any]] = {"math": gold_text, "choice": choice_gold, "answer": answer_gold}
 
 
 @dataclass(frozen=True)
 class RewardSpec:
-    """What a reward function asks the verifier for. Frozen; checked on construction."""
+    """What a reward function asks the verifier for. Frozen; checked on construction, against the wire schema.
+
+    `options` holds each sent component's options (its spec's fields less those read from the row). A gated
+    component (length) without a correctness component among `components` gets one, `correctness` (`correct_from`,
+    else math), sent in the same item with weight 0: it is scored once, and the reward is the gated score alone.
+    `stop` (the EOS and pad ids) decides `truncated`; without it only `completion_tokens` is sent.
+    """
 
     components: tuple[str, ...]
     name: str
     gold_column: str = "solution"
     tests_column: str = "tests"
-    math_options: MathOptions = field(default_factory=MathOptions)
-    format_options: FormatOptions = field(default_factory=FormatOptions)
-    code_timeout_s: float = 5.0
-    code_memory_mb: int = 512
+    options_column: str | None = None
+    options: Options = field(default_factory=dict)
     weights: Mapping[str, float] | None = None
+    allow_order_inversion: bool = False
+    stop: StopTokens | None = None
     max_consecutive_failures: int | None = 10
+    correctness: str | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         unknown = [c for c in self.components if c not in COMPONENTS]
@@ -53,6 +61,29 @@ class RewardSpec:
             raise ValueError(f"weights name components this reward does not request: {sorted(self.weights)}")
         if self.max_consecutive_failures is not None and self.max_consecutive_failures < 1:
             raise ValueError("max_consecutive_failures must be >= 1, or None to never raise")
+        object.__setattr__(self, "correctness", correctness_component(self.components, self.options))
+        unsent = sorted(set(self.options) - set(self.sent))
+        if unsent:
+            raise ValueError(f"options name components this reward does not send: {', '.join(unsent)}")
+        check_request(self.name, self.sent, self.options, self.item_weights, self.allow_order_inversion)
+
+    @property
+    def sent(self) -> tuple[str, ...]:
+        """The components each item asks for: the rewarded ones, and the correctness one a gated one reads."""
+        return (*self.components, self.correctness) if self.correctness else self.components
+
+    @property
+    def item_weights(self) -> dict[str, float] | None:
+        weights = {**(self.weights or {}), **({self.correctness: 0.0} if self.correctness else {})}
+        return weights or None
+
+    @property
+    def math_options(self) -> MathOptions:
+        return MathOptions.model_validate(self.options.get("math", {}).get("options", {}))
+
+    @property
+    def format_options(self) -> FormatOptions:
+        return FormatOptions.model_validate(self.options.get("format", {}))
 
 
 @dataclass
@@ -72,41 +103,75 @@ class RewardCore:
         self.consecutive_failures = 0
         self.answered = False  # has the verifier ever answered this reward function?
 
-    def prepare(self, completions: Sequence[Any], kwargs: Mapping[str, Any]) -> Batch:
-        """One item per completion that has what the components need; rows without it are skipped (reward None)."""
+    def prepare(self, completions: Sequence[Any], kwargs: Mapping[str, Any], completion_ids: Any = None) -> Batch:
+        """One item per completion that has what the components need; rows without it are skipped (reward None).
+        `completion_ids` (TRL's: one list of token ids per completion) gives each item its length fields."""
         spec, total = self.spec, len(completions)
-        golds = column(kwargs, spec.gold_column, total) if "math" in spec.components else None
-        tests = column(kwargs, spec.tests_column, total) if "code" in spec.components else None
-        # HumanEval's tests need the name of the function they check (TRL passes every dataset column)
-        entry_points = kwargs.get("entry_point") if tests is not None else None
+        ids = self._ids(completion_ids, total)
+        data = {name: column(kwargs, name, total) for name in self._columns()}
+        entry_points = kwargs.get("entry_point") if "code" in spec.sent else None
         batch = Batch([], [], total)
         for row, completion in enumerate(completions):
-            gold = gold_text(golds[row]) if golds is not None else None
-            code = self._code(tests[row], entry_points[row] if entry_points else None) if tests is not None else None
-            if (golds is not None and gold is None) or (tests is not None and code is None):
+            fields = {name: self._fields(name, row, data, entry_points) for name in spec.sent}
+            if any(value is None for value in fields.values()):  # no gold / tests: the reward does not apply
                 continue
-            batch.items.append(
-                ScoreItem(
-                    id=str(row),
-                    completion=completion_text(completion),
-                    math=MathSpec(gold=gold, options=spec.math_options) if gold is not None else None,
-                    code=code,
-                    format=spec.format_options if "format" in spec.components else None,
-                    weights=dict(spec.weights) if spec.weights else None,
-                )
-            )
+            batch.items.append(self._item(row, completion, fields, length_fields(ids[row], spec.stop)))
             batch.rows.append(row)
         return batch
 
-    def _code(self, tests: Any, entry_point: str | None) -> CodeSpec | None:
+    def _columns(self) -> list[str]:
+        """The dataset columns the sent components read."""
+        spec, sent = self.spec, self.spec.sent
+        needed = [spec.gold_column] if set(sent) & set(GOLD_READERS) else []
+        needed += [spec.tests_column] if "code" in sent else []
+        needed += [spec.options_column] if "choice" in sent and spec.options_column else []
+        return needed
+
+    def _fields(self, name: str, row: int, data: Mapping[str, list[Any]], entry_points: Any) -> Any:
+        """Component `name`'s spec fields for one row: its options, plus what it reads from the row; None when the
+        row has none of that (no gold, no tests)."""
         spec = self.spec
-        return code_spec(
-            tests,
-            timeout_s=spec.code_timeout_s,
-            memory_mb=spec.code_memory_mb,
-            column=spec.tests_column,
-            entry_point=entry_point,
-        )
+        options = spec.options.get(name, {})
+        if name == "code":
+            # HumanEval's tests need the name of the function they check (TRL passes every dataset column)
+            entry_point = entry_points[row] if entry_points else None
+            value = data[spec.tests_column][row]
+            return code_spec(value, options=options, column=spec.tests_column, entry_point=entry_point)
+        if name not in GOLD_READERS:
+            return options
+        gold = GOLD_READERS[name](data[spec.gold_column][row])
+        if gold is None:
+            return None
+        texts = None
+        if name == "choice" and spec.options_column:
+            texts = option_texts(data[spec.options_column][row], spec.options_column)
+        return {**options, "gold": gold, **({"options": texts} if texts else {})}
+
+    def _item(self, row: int, completion: Any, fields: dict[str, Any], lengths: dict[str, Any]) -> ScoreItem:
+        spec = self.spec
+        try:
+            return ScoreItem.model_validate(
+                {
+                    "id": str(row),
+                    "completion": completion_text(completion),
+                    **lengths,
+                    **fields,
+                    "weights": spec.item_weights,
+                    "allow_order_inversion": spec.allow_order_inversion,
+                }
+            )
+        except ValidationError as exc:
+            raise ValueError(f"{spec.name}: the dataset row of completion {row} makes an invalid item: "
+                             f"{describe(exc)}") from None  # fmt: skip
+
+    @staticmethod
+    def _ids(completion_ids: Any, total: int) -> list[Any]:
+        if completion_ids is None:
+            return [None] * total
+        ids = list(completion_ids)
+        if len(ids) != total:
+            raise ValueError(f"completion_ids has {len(ids)} entries for {total} completions")
+        return ids
 
     def finish(
         self, batch: Batch, results: Sequence[ItemResult] | None, error: VerifierError | None, kwargs: Mapping[str, Any]

@@ -8,7 +8,8 @@ What comes back, per completion:
 - the verifier's reward (0.0 when the model was wrong, in any of its ways);
 - None when the verifier cannot judge the item, or cannot be reached after its retries (a warning is logged; TRL
   then leaves this reward out for that completion instead of training on a made-up 0);
-- None, silently, for a row without gold answer / tests: the reward does not apply to it (multi-task datasets).
+- None, silently, for a row without gold answer / tests: the reward does not apply to it (multi-task datasets);
+- for `overlong` and `length`, None when the length is unknown (no `completion_ids`, and `unit` is not "chars").
 
 What raises, and stops the step:
 - `VerifierRequestError` (HTTP 4xx): the request itself is wrong (a missing or wrong API key, a component the
@@ -18,7 +19,10 @@ What raises, and stops the step:
 - `VerifierUnavailableError` at the first call when the verifier cannot be reached and has never answered this
   reward function (a wrong URL, a verifier not started: nothing could ever be scored); once it has answered, after
   `max_consecutive_failures` calls in a row got no reward at all. `max_consecutive_failures=None` turns both off.
-- `ValueError` for a missing dataset column or malformed code tests.
+- `ValueError` for a missing dataset column, malformed code tests, or a row whose gold the wire schema refuses.
+
+Bad options (a typo, a missing `max_tokens`, weights that let a wrong answer outscore a right one) raise
+`ValueError` when the reward function is made, before training starts.
 """
 
 from __future__ import annotations
@@ -26,20 +30,43 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
 from trainer_client.async_client import AsyncVerifierClient
 from trainer_client.client import VerifierClient
 from trainer_client.config import DEFAULT_URL, ClientConfig, api_key_or_env
 from trainer_client.errors import VerifierRequestError, VerifierUnavailableError
+from trainer_client.options import gather_options, legacy_options
 from trainer_client.reward_core import DEFAULT_NAMES, RewardCore, RewardSpec, auth_error
-from verifier_service.schema import FormatOptions, MathOptions
+from trainer_client.tokens import StopTokens
+from verifier_service.schema import ComponentSpec, FormatOptions, MathOptions
 
 ClientT = TypeVar("ClientT", VerifierClient, AsyncVerifierClient)
 
 
 class _RewardBase(Generic[ClientT]):
     """Configuration shared by the two reward callables (their `__init__` arguments).
+
+    Components and their options: `components` is one name of `verifier_service.schema.COMPONENTS` or several
+    (their weighted sum, `weights`). A component's options are its spec's fields (`GET /v1/components` lists
+    them) less those read from the dataset row: with one component, as keywords (`VerifierReward("overlong",
+    max_tokens=1024)`); in general, `options={"overlong": {"max_tokens": 1024}, ...}` (a dict or a spec object per
+    component). `math_options`, `format_options`, `code_timeout_s` and `code_memory_mb` are the older spelling of
+    the same. Options are checked when the reward is made: a typo, a missing option or weights under which a wrong
+    answer could outscore a right one (unless `allow_order_inversion`) raise ValueError there, not mid-training.
+
+    Dataset columns: the gold answer of math, choice (a letter, a list of letters, or a 0-based index) and answer
+    (a string or a list of aliases) comes from `gold_column`; code tests from `tests_column`; the option texts of
+    choice from `options_column`, when given.
+
+    `length` reads correctness from a primary component (`correct_from=`, default math); when the reward does not
+    score that one itself, it sends it in the same item with weight 0, so the reward is the length score alone.
+
+    Length inputs: each item carries `completion_tokens`, the length of TRL's `completion_ids`, and `truncated`,
+    TRL's own test (the last id is neither EOS nor pad) when the ids are known: `eos_token_id=` (one or several)
+    and `pad_token_id=`, or `tokenizer=` (its EOS and pad), or `set_token_ids()` once the trainer is built.
+    Without them `truncated` is left unset, never guessed.
 
     `api_key` is the verifier's key (it is sent as a bearer token); None reads the VERIFIER_API_KEY environment
     variable, as the training script does. `client` injects a ready client (a test transport, a shared connection
@@ -56,26 +83,43 @@ class _RewardBase(Generic[ClientT]):
         name: str | None = None,
         gold_column: str = "solution",
         tests_column: str = "tests",
+        options_column: str | None = None,
+        options: Mapping[str, Mapping[str, Any] | ComponentSpec] | None = None,
         math_options: MathOptions | None = None,
         format_options: FormatOptions | None = None,
-        code_timeout_s: float = 5.0,
-        code_memory_mb: int = 512,
+        code_timeout_s: float | None = None,
+        code_memory_mb: int | None = None,
         weights: Mapping[str, float] | None = None,
+        allow_order_inversion: bool = False,
+        eos_token_id: int | Sequence[int] | None = None,
+        pad_token_id: int | None = None,
+        tokenizer: Any = None,
         max_consecutive_failures: int | None = 10,
         client_config: ClientConfig | None = None,
         client: ClientT | None = None,
+        **component_options: Any,
     ) -> None:
         parts = (components,) if isinstance(components, str) else tuple(components)
+        if tokenizer is not None and (eos_token_id is not None or pad_token_id is not None):
+            raise ValueError("give tokenizer= or eos_token_id=/pad_token_id=, not both")
+        stop = (
+            StopTokens.from_tokenizer(tokenizer) if tokenizer is not None else StopTokens.of(eos_token_id, pad_token_id)
+        )
         self.spec = RewardSpec(
             components=parts,
             name=name or DEFAULT_NAMES.get(parts, "verifier"),
             gold_column=gold_column,
             tests_column=tests_column,
-            math_options=math_options or MathOptions(),
-            format_options=format_options or FormatOptions(),
-            code_timeout_s=code_timeout_s,
-            code_memory_mb=code_memory_mb,
+            options_column=options_column,
+            options=gather_options(
+                parts,
+                options,
+                component_options,
+                legacy_options(math_options, format_options, code_timeout_s, code_memory_mb),
+            ),
             weights=dict(weights) if weights else None,
+            allow_order_inversion=allow_order_inversion,
+            stop=stop,
             max_consecutive_failures=max_consecutive_failures,
         )
         self.__name__ = self.spec.name
@@ -85,6 +129,13 @@ class _RewardBase(Generic[ClientT]):
         self._core = RewardCore(self.spec)
         self._client: ClientT | None = client
         self._client_injected = client is not None
+
+    def set_token_ids(self, eos_token_id: int | Sequence[int] | None, pad_token_id: int | None = None) -> None:
+        """Set the EOS ids (one or several) and the pad id that tell a finished completion from a truncated one,
+        as the trainer holds them (`trainer.eos_token_ids`, its tokenizer's `pad_token_id`); None forgets them
+        (`truncated` is then left unset). Call it before training, once the trainer is built."""
+        self.spec = replace(self.spec, stop=StopTokens.of(eos_token_id, pad_token_id))
+        self._core.spec = self.spec
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.spec.components!r}, name={self.__name__!r}, base_url={self.base_url!r})"
@@ -100,10 +151,13 @@ class _RewardBase(Generic[ClientT]):
 
 
 class VerifierReward(_RewardBase[VerifierClient]):
-    """A TRL reward function that scores `components` ("math", "format", "code", or several) with the verifier.
+    """A TRL reward function that scores `components` (one of "math", "code", "choice", "answer", "format",
+    "overlong", "length", "repetition", or several) with the verifier.
 
     With one component the reward is that component's score; with several, their weighted sum (`weights`,
     default 1.0 each). The gold answer comes from dataset column `gold_column`, code tests from `tests_column`.
+    One reward function per component lets TRL log each (`rewards/verifier_<component>/mean`) and weigh them
+    (`reward_weights`).
 
     >>> accuracy = VerifierReward("math", base_url=VERIFIER_URL)
     >>> accuracy.__name__
@@ -111,12 +165,19 @@ class VerifierReward(_RewardBase[VerifierClient]):
     >>> completions = [[{"role": "assistant", "content": "<think>6*7</think>The answer is 42."}], "It is 41."]
     >>> accuracy(prompts=["Q", "Q"], completions=completions, completion_ids=None, solution=["42", "42"])
     [1.0, 0.0]
+
+    DAPO's overlong penalty, with the length and truncation read from TRL's `completion_ids` (EOS id 2): 0 up to
+    6 tokens, -0.5 at 8 (halfway through the 4-token buffer), -1 for a completion cut off at the cap.
+
+    >>> overlong = VerifierReward("overlong", base_url=VERIFIER_URL, max_tokens=10, buffer_tokens=4, eos_token_id=2)
+    >>> overlong(prompts=["Q"] * 3, completions=["a", "b", "c"], completion_ids=[[5, 2], [5] * 7 + [2], [5] * 10])
+    [0.0, -0.5, -1.0]
     """
 
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
-        batch = self._core.prepare(completions, kwargs)
+        batch = self._core.prepare(completions, kwargs, completion_ids)
         if not batch.items:
             return self._core.finish(batch, [], None, kwargs)
         try:
@@ -172,7 +233,7 @@ class AsyncVerifierReward(_RewardBase[AsyncVerifierClient]):
     async def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
-        batch = self._core.prepare(completions, kwargs)
+        batch = self._core.prepare(completions, kwargs, completion_ids)
         if not batch.items:
             return self._core.finish(batch, [], None, kwargs)
         try:

@@ -7,8 +7,11 @@ and `--config run.yaml` reads the same names from a YAML file (command-line flag
     python -m trainer_client.train --model_name_or_path Qwen/Qwen2.5-0.5B-Instruct --dataset_name openai/gsm8k \\
         --verifier_url http://127.0.0.1:8088 --output_dir runs/gsm8k --max_steps 200
 
-Data: GSM8K by default; `--prompt_column`, `--solution_column` and `--tests_column` name the columns of other
-datasets (MATH, MBPP, HumanEval: see `trainer_client.data`), and `--reward_components code` trains on code.
+Data: GSM8K by default; `--prompt_column`, `--solution_column`, `--tests_column` and `--options_column` name the
+columns of other datasets (MATH, MBPP, HumanEval, MMLU: see `trainer_client.data`); `--reward_components` picks
+the verifier's components, one reward function each (code, choice, answer, overlong, length, repetition...).
+`overlong` and `length` take `max_tokens` from `--max_completion_length`, every reward function the trainer's EOS
+and pad ids (for `truncated`), and `--reward_options` sets any other component option.
 
 Before it loads the data or the model, the script checks the verifier: it waits for `GET /readyz` (progress lines
 say what it waits for), fails after `--verifier_connect_grace` seconds when nothing listens at `--verifier_url`,
@@ -18,6 +21,7 @@ check the API key. Each failure exits with a message naming the flag that fixes 
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -37,7 +41,21 @@ from trainer_client.errors import (
 )
 from trainer_client.gsm8k import HUB_ID
 from trainer_client.rewards import AsyncVerifierReward, VerifierReward
-from verifier_service.schema import COMPONENTS, CodeSpec, FormatOptions, MathSpec, ScoreItem, StdioTest
+from trainer_client.tokens import stop_token_ids
+from verifier_service.schema import (
+    COMPONENTS,
+    PRIMARIES,
+    AnswerSpec,
+    ChoiceSpec,
+    CodeSpec,
+    FormatOptions,
+    LengthSpec,
+    MathSpec,
+    OverlongSpec,
+    RepetitionSpec,
+    ScoreItem,
+    StdioTest,
+)
 
 logger = logging.getLogger("trainer_client.train")
 
@@ -57,8 +75,9 @@ class VerifierScriptArguments(ScriptArguments):
     solution_column: str = field(
         default="answer",
         metadata={
-            "help": "Column of the gold answers, for the math reward: a GSM8K solution ('#### N'), a MATH solution "
-            "(its \\boxed{} answer counts), or a bare answer."
+            "help": "Column of the gold answers. For math: a GSM8K solution ('#### N'), a MATH solution (its "
+            "\\boxed{} answer counts), or a bare answer; for choice: the letter (or a list of letters, or a 0-based "
+            "option index, as MMLU's answer); for answer: the answer or a list of aliases."
         },
     )
     tests_column: str = field(
@@ -74,6 +93,18 @@ class VerifierScriptArguments(ScriptArguments):
             "help": "With code rewarded: append MBPP-style assert tests to a text prompt ('Your code should pass "
             "these tests: ...'), as MBPP's own prompt does, since its task text names no function."
         },
+    )
+    options_column: str | None = field(
+        default=None,
+        metadata={
+            "help": "Column of the option texts of a multiple-choice question, for the choice reward: a list in letter "
+            "order (MMLU's choices, MMLU-Pro's options). Listed under a text prompt (A. ..., B. ...) and sent to the "
+            "verifier, which then also takes an answer that names an option by its text."
+        },
+    )
+    options_in_prompt: bool = field(
+        default=True,
+        metadata={"help": "With --options_column: list the options under a text prompt (off when it lists them)."},
     )
     verifier_url: str = field(default=DEFAULT_URL, metadata={"help": "Base URL of the verifier service."})
     verifier_api_key: str | None = field(
@@ -94,7 +125,19 @@ class VerifierScriptArguments(ScriptArguments):
     )
     reward_components: list[str] = field(
         default_factory=lambda: ["math", "format"],
-        metadata={"help": f"Verifier components to reward, each logged as its own reward: {list(COMPONENTS)}."},
+        metadata={
+            "help": f"Verifier components to reward, each logged as its own reward: {list(COMPONENTS)}. overlong and "
+            "length get max_tokens from --max_completion_length; length reads correctness from the first of math, "
+            "code, choice, answer rewarded (else math, sent with weight 0)."
+        },
+    )
+    reward_options: dict[str, Any] | str | None = field(
+        default=None,
+        metadata={
+            "help": 'Component options as JSON, e.g. \'{"overlong": {"buffer_tokens": 256}, "length": {"mode": '
+            '"target", "target_tokens": 300, "wrong_score": -0.5}, "repetition": {"n": 4}}\' (GET /v1/components '
+            "lists them); they win over the ones the script sets."
+        },
     )
     combined_reward: bool = field(
         default=False, metadata={"help": "One reward function for all components (their sum) instead of one each."}
@@ -110,9 +153,9 @@ class VerifierScriptArguments(ScriptArguments):
     system_prompt: str | None = field(
         default=None,
         metadata={
-            "help": "System message added to text prompts. Default: with code rewarded and math not, one asking for "
-            "<think> reasoning and then one fenced python block; otherwise one asking for <think> reasoning and "
-            "then the final answer."
+            "help": "System message added to text prompts. Default: one asking for <think> reasoning and then, after "
+            "the task the rewards check (math; else code, choice, answer), the final answer, one fenced python "
+            "block, the option's letter in \\boxed{}, or a short answer in <answer> tags."
         },
     )
 
@@ -121,33 +164,97 @@ def make_parser() -> TrlParser:
     return TrlParser(cast(Any, (VerifierScriptArguments, GRPOConfig, ModelConfig)))
 
 
-def reward_functions(args: VerifierScriptArguments) -> list[Any]:
-    """One reward function per component (TRL logs `rewards/verifier_<component>/mean` for each), or one in all."""
+def reward_functions(args: VerifierScriptArguments, max_completion_length: int | None = None) -> list[Any]:
+    """One reward function per component (TRL logs `rewards/verifier_<component>/mean` for each), or one in all.
+    `max_completion_length` (GRPOConfig's) is the `max_tokens` of overlong and length."""
     kind = AsyncVerifierReward if args.async_rewards else VerifierReward
-    options: dict[str, Any] = {
+    options = component_options(args, max_completion_length)
+    common: dict[str, Any] = {
         "base_url": args.verifier_url,
         "api_key": api_key_or_env(args.verifier_api_key),
         "format_options": FormatOptions(prefilled=args.format_prefilled),
+        "options_column": "options" if args.options_column else None,
         "max_consecutive_failures": args.max_consecutive_failures,
     }
-    if args.combined_reward:
-        return [kind(args.reward_components, **options)]
-    return [kind(component, **options) for component in args.reward_components]
+    groups = [args.reward_components] if args.combined_reward else [[name] for name in args.reward_components]
+    return [
+        kind(group if len(group) > 1 else group[0], options=sent_options(group, options), **common) for group in groups
+    ]
 
 
-def check_item(components: Sequence[str]) -> ScoreItem:
+def sent_options(group: Sequence[str], options: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The options of the components a reward function for `group` sends: its own, and length's source."""
+    sent = set(group) | ({options["length"].get("correct_from") or "math"} if "length" in group else set())
+    return {name: values for name, values in options.items() if name in sent}
+
+
+def correctness_source(components: Sequence[str]) -> str:
+    """The component length reads correctness from: the first correctness component rewarded, else math."""
+    return next((name for name in components if name in PRIMARIES), "math")
+
+
+def component_options(args: VerifierScriptArguments, max_completion_length: int | None) -> dict[str, dict[str, Any]]:
+    """The options the script sets (max_tokens from the generation cap, length's correctness source), under the
+    user's `--reward_options`."""
+    user, components = user_options(args), args.reward_components
+    options: dict[str, dict[str, Any]] = {}
+    for name in ("overlong", "length"):
+        if name in components:
+            if max_completion_length is None:
+                raise ValueError(f"{name} needs --max_completion_length (its max_tokens)")
+            options[name] = {"max_tokens": max_completion_length}
+    source = length_source(args) or correctness_source(components)
+    if "length" in components:
+        options["length"]["correct_from"] = source
+    stray = sorted(set(user) - set(components) - ({source} if "length" in components else set()))
+    if stray:
+        raise ValueError(f"--reward_options names components this run does not reward: {', '.join(stray)}")
+    for name, values in user.items():
+        options[name] = {**options.get(name, {}), **values}
+    return options
+
+
+def user_options(args: VerifierScriptArguments) -> dict[str, dict[str, Any]]:
+    """`--reward_options`: a JSON string on the command line, a mapping in a YAML config."""
+    options = args.reward_options or {}
+    options = json.loads(options) if isinstance(options, str) else options
+    if not isinstance(options, dict) or not all(isinstance(value, dict) for value in options.values()):
+        raise ValueError('--reward_options must be a JSON object of objects: {"component": {"option": value}}')
+    return options
+
+
+def length_source(args: VerifierScriptArguments) -> str | None:
+    """The component length reads correctness from in this run when `--reward_options` names it."""
+    return user_options(args).get("length", {}).get("correct_from") if "length" in args.reward_components else None
+
+
+def check_item(components: Sequence[str], max_tokens: int = 256, correct_from: str | None = None) -> ScoreItem:
     """One item that asks for every component the run rewards: the verifier must take it (the API key, and code
-    scoring when code is rewarded, which a math-only verifier refuses) before anything heavy loads."""
+    scoring when code is rewarded, which a math-only verifier refuses) before anything heavy loads. It is right for
+    every correctness component, and short. `correct_from` is length's source (default `correctness_source`); when
+    it is not rewarded it is sent with weight 0, as the length reward sends it."""
+    wanted, source = set(components), correct_from or correctness_source(components)
+    if "length" in wanted:
+        wanted.add(source)
     program = "```python\nprint(1)\n```"
+    completion = "<think>a check</think>The answer is \\boxed{1}."
     return ScoreItem(
-        completion=f"<think>a check</think>1\n{program}" if "code" in components else "<think>a check</think>1",
-        math=MathSpec(gold="1") if "math" in components else None,
-        code=CodeSpec(tests=[StdioTest(stdout="1")]) if "code" in components else None,
-        format=FormatOptions() if "format" in components or not {"math", "code"} & set(components) else None,
+        completion=f"{completion}\n{program}" if "code" in wanted else completion,
+        completion_tokens=8,
+        truncated=False,
+        math=MathSpec(gold="1") if "math" in wanted else None,
+        code=CodeSpec(tests=[StdioTest(stdout="1")]) if "code" in wanted else None,
+        choice=ChoiceSpec(gold="A", options=("1", "2")) if "choice" in wanted else None,
+        answer=AnswerSpec(gold="1") if "answer" in wanted else None,
+        format=FormatOptions() if "format" in wanted or not wanted else None,
+        overlong=OverlongSpec(max_tokens=max_tokens) if "overlong" in wanted else None,
+        length=LengthSpec(max_tokens=max_tokens, correct_from=source) if "length" in wanted else None,
+        repetition=RepetitionSpec() if "repetition" in wanted else None,
+        weights={source: 0.0} if source in wanted - set(components) else None,
     )
 
 
-def check_verifier(args: VerifierScriptArguments) -> None:
+def check_verifier(args: VerifierScriptArguments, max_completion_length: int = 256) -> None:
     """Wait for the verifier, then have it score one item with every rewarded component (which checks the API key
     and that it scores them), before anything heavy loads. Exits with a message naming the flag that fixes it."""
     api_key = api_key_or_env(args.verifier_api_key)
@@ -160,7 +267,7 @@ def check_verifier(args: VerifierScriptArguments) -> None:
     with VerifierClient(args.verifier_url, api_key=api_key) as client:
         try:
             client.wait_until_ready(args.verifier_ready_timeout, connect_grace=args.verifier_connect_grace)
-            client.score([check_item(args.reward_components)])
+            client.score([check_item(args.reward_components, max_completion_length, length_source(args))])
         except VerifierError as exc:
             raise SystemExit(f"error: {preflight_failure(exc, args, api_key is not None)}") from exc
     logger.info("verifier ready at %s", args.verifier_url)
@@ -199,16 +306,25 @@ def preflight_failure(error: VerifierError, args: VerifierScriptArguments, key_g
 
 
 def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_args: ModelConfig) -> None:
-    check_verifier(script_args)
+    max_length = training_args.max_completion_length
+    try:  # the reward functions check their options, before anything waits or loads
+        rewards = reward_functions(script_args, max_length)
+    except (ValueError, TypeError) as exc:
+        raise SystemExit(f"error: --reward_components / --reward_options: {exc}") from exc
+    check_verifier(script_args, max_length or 256)
     if script_args.dataset_name is None:
         raise ValueError("--dataset_name is required (a hub id such as openai/gsm8k, or a local .json/.jsonl file)")
+    columns = Columns(
+        script_args.prompt_column, script_args.solution_column, script_args.tests_column, script_args.options_column
+    )
     dataset = load_prompts(
         script_args.dataset_name,
         script_args.dataset_config,
-        columns=Columns(script_args.prompt_column, script_args.solution_column, script_args.tests_column),
-        components=script_args.reward_components,
+        columns=columns,
+        components=list(dict.fromkeys(name for reward in rewards for name in reward.spec.sent)),
         system_prompt=script_args.system_prompt,
         tests_in_prompt=script_args.tests_in_prompt,
+        options_in_prompt=script_args.options_in_prompt,
     )
     train_dataset = dataset[script_args.dataset_train_split]
     if script_args.max_train_samples is not None:
@@ -232,12 +348,15 @@ def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_
         raise ValueError("--model_name_or_path is required (a hub id or a local model directory)")
     trainer = GRPOTrainer(
         model=model_args.model_name_or_path,
-        reward_funcs=reward_functions(script_args),
+        reward_funcs=rewards,
         args=training_args,
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
         peft_config=get_peft_config(model_args),
     )
+    eos_token_ids, pad_token_id = stop_token_ids(trainer)  # the tokenizer TRL loaded, and its generation config's
+    for reward in rewards:
+        reward.set_token_ids(eos_token_ids, pad_token_id)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
     trainer.save_state()  # trainer_state.json: the logged rewards and verifier metrics of every step

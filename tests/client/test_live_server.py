@@ -90,6 +90,69 @@ async def call_and_close(reward: AsyncVerifierReward, columns: dict[str, Any]) -
         await reward.aclose()  # on the loop that opened its connections
 
 
+class Metrics:
+    def __init__(self) -> None:
+        self.values: dict[str, float] = {}
+
+    def __call__(self, name: str, value: float) -> None:
+        self.values[name] = value
+
+
+def test_the_overlong_reward_against_the_real_server(server: Server) -> None:
+    """DAPO's penalty from TRL's completion_ids: the length and, with the EOS and pad ids, the truncation."""
+    reward = AsyncVerifierReward("overlong", base_url=server.url, max_tokens=10, buffer_tokens=4, eos_token_id=[2, 7],
+                                 pad_token_id=0)  # fmt: skip
+    ids = [[5, 2], [5] * 7 + [2], [5] * 9 + [7], [5] * 8 + [0], [5] * 10, [5] * 3]
+    metrics = Metrics()
+    batch: dict[str, Any] = {"prompts": ["q"] * 6, "completions": ["text"] * 6, "completion_ids": ids}
+    rewards = asyncio.run(call_and_close(reward, {**batch, "log_metric": metrics}))
+    # 2 tokens: within budget; 8: halfway into the buffer; 10 ending in the second EOS id: at the cap; 9 ending in
+    # padding; 10 and 3 tokens ending in neither: truncated, whatever the length
+    assert rewards == [0.0, -0.5, -1.0, -0.75, -1.0, -1.0]
+    assert metrics.values["verifier_overlong/overlong/truncated"] == pytest.approx(2 / 6)
+    assert metrics.values["verifier_overlong/overlong/within_budget"] == pytest.approx(1 / 6)
+    # without the ids the length is unknown: the verifier does not guess
+    unknown = VerifierReward("overlong", base_url=server.url, max_tokens=10)
+    assert unknown(prompts=["q"], completions=["text"]) == [None]
+    unknown.close()
+
+
+def test_the_repetition_reward_against_the_real_server(server: Server) -> None:
+    reward = VerifierReward("repetition", base_url=server.url)
+    fresh = "<think>Add the two numbers and check the sum twice.</think>So the total is forty-two apples in all."
+    looping = "<think>Let me see.</think>" + "I will try again. " * 30
+    half = " ".join(["alpha beta gamma delta"] * 2 + ["one two three four five six seven eight nine ten eleven"])
+    metrics = Metrics()
+    rewards = reward(prompts=["q"] * 3, completions=[fresh, looping, half], log_metric=metrics)
+    reward.close()
+    assert rewards[0] == 0.0 and rewards[1] == -1.0
+    assert rewards[2] is not None and -1.0 < rewards[2] < 0.0
+    assert metrics.values["verifier_repetition/repetition/loop"] == pytest.approx(1 / 3)
+    assert metrics.values["verifier_repetition/repetition/no_repetition"] == pytest.approx(1 / 3)
+
+
+def test_the_length_reward_against_the_real_server(server: Server) -> None:
+    """The length reward sends math with weight 0: its reward is the cosine score alone, gated by math's verdict."""
+    reward = VerifierReward("length", base_url=server.url, max_tokens=100, eos_token_id=2)
+    completions = ["<think>6*7</think>The answer is 42.", "<think>6*7</think>The answer is 41."]
+    ids = [[5] * 49 + [2]] * 2  # 50 tokens: halfway to max_tokens
+    rewards = reward(prompts=["q"] * 2, completions=completions, completion_ids=ids, solution=["42", "42"])
+    reward.close()
+    assert rewards == [pytest.approx(0.75), pytest.approx(-0.75)]
+
+
+def test_the_choice_and_answer_rewards_against_the_real_server(server: Server) -> None:
+    choice = VerifierReward("choice", base_url=server.url, options_column="choices")
+    completions = ["<think>7 is prime</think>The answer is \\boxed{B}.", "<think>hm</think>The answer is \\boxed{A}."]
+    choices = [["4", "7", "9"]] * 2
+    assert choice(prompts=["q"] * 2, completions=completions, solution=[1, "B"], choices=choices) == [1.0, 0.0]
+    answer = VerifierReward("answer", base_url=server.url)
+    completions = ["<think>France</think><answer>Paris</answer>", "<think>hm</think><answer>Lyon</answer>"]
+    assert answer(prompts=["q"] * 2, completions=completions, solution=[["Paris", "City of Light"]] * 2) == [1.0, 0.0]
+    choice.close()
+    answer.close()
+
+
 def test_code_round_trip(server: Server) -> None:
     program = "```python\ndef add(a, b):\n    return a + b\n```"
     item = ScoreItem(completion=program, code=CodeSpec(tests=[StdioTest(stdin="", stdout="")]))

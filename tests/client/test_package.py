@@ -32,6 +32,8 @@ DOCUMENTED = [
     "trainer_client.async_client",
     "trainer_client.config",
     "trainer_client.inputs",
+    "trainer_client.options",
+    "trainer_client.tokens",
     "trainer_client.metrics",
     "trainer_client.rewards",
     "trainer_client.gsm8k",

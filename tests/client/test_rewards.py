@@ -34,9 +34,11 @@ FAST = ClientConfig(max_retries=1, backoff_base_s=0.001, backoff_max_s=0.002)
 Reward = VerifierReward | AsyncVerifierReward
 
 
-def make_reward(mode: str, handler: Callable[[httpx.Request], httpx.Response], *args: Any, **kwargs: Any) -> Reward:
+def make_reward(variant: str, handler: Callable[[httpx.Request], httpx.Response], *args: Any, **kwargs: Any) -> Reward:
+    """A sync or async (`variant`) reward function over a mock transport; `kwargs` may hold component options
+    named like anything but `variant` (length's `mode`, say)."""
     transport = httpx.MockTransport(handler)
-    if mode == "sync":
+    if variant == "sync":
         client = VerifierClient(URL, config=FAST, http_client=httpx.Client(transport=transport))
         return VerifierReward(*args, base_url=URL, client=client, **kwargs)
     aclient = AsyncVerifierClient(URL, config=FAST, http_client=httpx.AsyncClient(transport=transport))
@@ -374,12 +376,14 @@ def test_verdict_and_null_rates_go_to_log_metric(mode: str) -> None:
 
 
 def test_every_verdict_of_a_component_has_its_own_rate() -> None:
-    from verifier_service.schema import Verdict
+    from verifier_service.schema import COMPONENTS, Verdict
 
     service_failures = {Verdict.INTERNAL_ERROR, Verdict.WORKER_CRASHED, Verdict.DEADLINE_EXCEEDED}
+    assert set(VERDICTS) == set(COMPONENTS)  # a new component fails here until it gets rates
     listed = [verdict for verdicts in VERDICTS.values() for verdict in verdicts]
     assert set(listed) | service_failures == set(Verdict)  # a new verdict fails here until it gets a rate
-    assert len(listed) == len(set(listed))
+    for component, verdicts in VERDICTS.items():  # a verdict may serve several components, once in each
+        assert len(verdicts) == len(set(verdicts)) and not service_failures & set(verdicts), component
     code = {"passed", "failed", "no_code", "compile_error", "sandbox_unavailable", "invalid_test"}
     assert set(VERDICTS["code"]) == code
 

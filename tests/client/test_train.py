@@ -9,7 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -17,9 +17,17 @@ import pytest
 from tests.client.tiny_model import gsm8k_rows, mbpp_rows, write_jsonl
 from tests.conftest import ROOT, Server, free_port, running_server
 from trainer_client import AsyncVerifierReward, VerifierReward
-from trainer_client.data import CODE_SYSTEM_PROMPT, Columns, load_prompts, to_row
+from trainer_client.data import (
+    ANSWER_SYSTEM_PROMPT,
+    CHOICE_SYSTEM_PROMPT,
+    CODE_SYSTEM_PROMPT,
+    Columns,
+    load_prompts,
+    to_row,
+)
 from trainer_client.gsm8k import SYSTEM_PROMPT, gold_answer, load_gsm8k
 from trainer_client.metrics import VERDICTS
+from verifier_service.schema import COMPONENTS, PRIMARIES
 
 # transformers 5 renamed gradient checkpointing; TRL 1.16's GRPOConfig still sets the old name.
 TRL_DEPRECATION = "ignore:`gradient_checkpointing` is deprecated:FutureWarning"
@@ -128,12 +136,59 @@ def test_a_humaneval_test_without_entry_point_is_a_clear_error(tmp_path: Path) -
     assert 'check(<entry_point>)"}]' in str(caught.value)
 
 
+def test_mmlu_rows_become_choice_prompts_with_lettered_options(tmp_path: Path) -> None:
+    rows = [
+        {"question": "Which is a prime?", "choices": ["4", "7", "9"], "answer": 1},  # MMLU: a 0-based index
+        {"question": "Pick the even ones.", "choices": ["2", "3", "4"], "answer": ["A", "C"]},
+    ]
+    data = write_jsonl(tmp_path / "mmlu.jsonl", rows[:1])
+    dataset = load_prompts(str(data), columns=Columns(options="choices"), components=["choice", "format"])
+    [row] = dataset["train"]
+    assert set(row) == {"prompt", "solution", "options"}
+    assert row["solution"] == "B" and row["options"] == ["4", "7", "9"]
+    assert row["prompt"] == [
+        {"role": "system", "content": CHOICE_SYSTEM_PROMPT},
+        {"role": "user", "content": "Which is a prime?\n\nA. 4\nB. 7\nC. 9"},
+    ]
+    assert "\\boxed{" in CHOICE_SYSTEM_PROMPT and "letter" in CHOICE_SYSTEM_PROMPT
+    multi = to_row(rows[1], columns=Columns(options="choices"), components=["choice"], system_prompt="",
+                   options_in_prompt=False)  # fmt: skip
+    assert multi["solution"] == ["A", "C"] and multi["prompt"] == [{"role": "user", "content": "Pick the even ones."}]
+    # MMLU-Pro's letter, and no option texts when no column names them (the question lists them itself)
+    bare = to_row({"question": "Q\nA. x\nB. y", "answer": "B"}, columns=Columns(), components=["choice"],
+                  system_prompt="")  # fmt: skip
+    assert bare == {"prompt": [{"role": "user", "content": "Q\nA. x\nB. y"}], "solution": "B"}
+
+
+def test_short_answer_rows_keep_their_aliases(tmp_path: Path) -> None:
+    rows = [
+        {"question": "Capital of France?", "answer": ["Paris", "paris, France"]},
+        {"question": "6*7?", "answer": 42},
+    ]
+    data = write_jsonl(tmp_path / "qa.jsonl", rows[:1])
+    [row] = load_prompts(str(data), components=["answer"])["train"]
+    assert row["solution"] == ["Paris", "paris, France"] and row["prompt"][0]["content"] == ANSWER_SYSTEM_PROMPT
+    assert "<answer>" in ANSWER_SYSTEM_PROMPT
+    assert to_row(rows[1], columns=Columns(), components=["answer"], system_prompt="")["solution"] == "42"
+
+
+def test_a_length_run_reads_the_gold_of_its_correctness_component(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "gsm8k.jsonl", gsm8k_rows(2))
+    # the length reward sends math with weight 0: train.py asks for the components the rewards send
+    dataset = load_prompts(str(data), components=["length", "math"])
+    assert dataset["train"].column_names == ["prompt", "solution"]
+    assert dataset["train"][0]["prompt"][0]["content"] == SYSTEM_PROMPT
+
+
 def test_a_missing_column_names_the_flag(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "mbpp.jsonl", mbpp_rows(1))
     with pytest.raises(ValueError, match=r"no column 'question' for the prompts.*--prompt_column"):
         load_prompts(str(data), components=["code"])
-    with pytest.raises(ValueError, match=r"no column 'tests' for the tests.*'test_list'.*--tests_column"):
+    with pytest.raises(ValueError, match=r"no column 'tests' for the tests;.*'test_list'.*--tests_column"):
         load_prompts(str(data), columns=Columns("text"), components=["code"])
+    questions = write_jsonl(tmp_path / "mmlu.jsonl", [{"question": "Q", "answer": 0, "choices": ["a", "b"]}])
+    with pytest.raises(ValueError, match=r"no column 'options' for the options;.*--options_column"):
+        load_prompts(str(questions), columns=Columns(options="options"), components=["choice"])
 
 
 # --------------------------------------------------------------------------- arguments
@@ -177,6 +232,7 @@ def test_combined_async_rewards_and_an_api_key_from_the_environment(
     [reward] = reward_functions(script)
     assert isinstance(reward, AsyncVerifierReward) and reward.spec.components == ("math", "format")
     assert reward.api_key == "from-env" and reward.spec.format_options.prefilled is True
+    assert reward.spec.options["format"] == {"prefilled": True}
 
 
 @pytest.mark.filterwarnings(TRL_DEPRECATION)
@@ -189,6 +245,177 @@ def test_unknown_flags_and_config_keys_are_refused(tmp_path: Path) -> None:
     config.write_text("verifer_url: http://verifier:8088\n")
     with pytest.raises(ValueError, match="verifer_url"):
         make_parser().parse_args_and_config(args=["--config", str(config), *CPU, "--output_dir", str(tmp_path)])
+
+
+def parse(tmp_path: Path, *argv: str) -> tuple[Any, Any]:
+    from trainer_client.train import make_parser
+
+    script, training, _ = make_parser().parse_args_and_config(args=[*argv, *CPU, "--output_dir", str(tmp_path)])
+    return script, training
+
+
+@pytest.mark.filterwarnings(TRL_DEPRECATION)
+def test_every_component_is_a_reward_and_the_cap_is_max_tokens(tmp_path: Path) -> None:
+    from trainer_client.train import reward_functions
+
+    components = ["math", "format", "overlong", "length", "repetition"]
+    script, training = parse(tmp_path, "--reward_components", *components, "--max_completion_length", "96")
+    rewards = reward_functions(script, training.max_completion_length)
+    assert [r.__name__ for r in rewards] == [f"verifier_{name}" for name in components]
+    by_name = {r.__name__: r.spec for r in rewards}
+    assert by_name["verifier_overlong"].options == {"overlong": {"max_tokens": 96}}
+    assert by_name["verifier_length"].options == {"length": {"max_tokens": 96, "correct_from": "math"}}
+    assert by_name["verifier_length"].sent == ("length", "math") and by_name["verifier_repetition"].options == {}
+    assert by_name["verifier_format"].format_options.prefilled is False
+    for name in ("choice", "answer", "code"):  # each correctness component may be what length reads
+        script, training = parse(tmp_path, "--reward_components", "length", name, "--max_completion_length", "8")
+        [length, _] = reward_functions(script, training.max_completion_length)
+        assert length.spec.sent == ("length", name) and length.spec.item_weights == {name: 0.0}
+    with pytest.raises(ValueError, match="overlong needs --max_completion_length"):
+        reward_functions(parse(tmp_path, "--reward_components", "overlong")[0], None)
+
+
+@pytest.mark.filterwarnings(TRL_DEPRECATION)
+def test_reward_options_from_flags_and_yaml_win_and_a_typo_fails(tmp_path: Path) -> None:
+    from trainer_client.train import reward_functions
+
+    options = '{"overlong": {"buffer_tokens": 16}, "length": {"correct_from": "answer"}, "answer": {"match": "f1"}}'
+    script, training = parse(tmp_path, "--reward_components", "overlong", "length", "--reward_options", options)
+    overlong, length = reward_functions(script, training.max_completion_length)
+    assert overlong.spec.options == {"overlong": {"max_tokens": training.max_completion_length, "buffer_tokens": 16}}
+    assert length.spec.sent == ("length", "answer") and length.spec.options["answer"] == {"match": "f1"}
+    config = tmp_path / "run.yaml"
+    config.write_text("reward_components: [repetition]\nreward_options:\n  repetition:\n    n: 5\n")
+    [repetition] = reward_functions(parse(tmp_path, "--config", str(config))[0])
+    assert repetition.spec.options == {"repetition": {"n": 5}}
+    failures = {
+        '{"repetition": {"size": 5}}': "unknown option 'size' for repetition; its options: n, max_penalty",
+        '{"overlong": {"n": 5}}': "names components this run does not reward: overlong",
+        '["n", 5]': "must be a JSON object of objects",
+    }
+    for bad, message in failures.items():
+        script, training = parse(tmp_path, "--reward_components", "repetition", "--reward_options", bad)
+        with pytest.raises(ValueError, match=re.escape(message)):
+            reward_functions(script, training.max_completion_length)
+
+
+@pytest.mark.filterwarnings(TRL_DEPRECATION)
+def test_a_combined_reward_holds_every_component_and_passes_the_order_guard(tmp_path: Path) -> None:
+    from trainer_client.train import reward_functions
+
+    for components, sent, weights in [
+        (["math", "format", "overlong", "length", "repetition"], None, None),
+        (["format", "length"], ("format", "length", "math"), {"math": 0.0}),
+        (["choice", "length"], None, None),
+    ]:
+        script, training = parse(tmp_path, "--combined_reward", "true", "--reward_components", *components)
+        [reward] = reward_functions(script, training.max_completion_length)
+        assert reward.__name__ == "verifier" and reward.spec.components == tuple(components)
+        assert reward.spec.sent == (sent or tuple(components)) and reward.spec.item_weights == weights
+
+
+def test_the_pre_flight_item_asks_for_every_rewarded_component() -> None:
+    from trainer_client.train import check_item
+
+    for components in [*([name] for name in COMPONENTS), list(COMPONENTS), ["format", "length"], ["code", "length"]]:
+        item = check_item(components, max_tokens=64)
+        assert set(components) <= set(item.requested()), components
+        assert item.completion_tokens is not None and item.truncated is False
+        if "length" in components:
+            assert item.length is not None and item.length.max_tokens == 64
+            source = item.correctness_source(item.length)
+            assert source == next((c for c in components if c in PRIMARIES), "math")
+            assert (item.weights or {}).get(source, 1.0) == (1.0 if source in components else 0.0)
+        if "overlong" in components:
+            assert item.overlong is not None and item.overlong.max_tokens == 64
+    assert check_item(["length"], correct_from="answer").requested() == ["answer", "length"]
+    assert check_item(["math"]).requested() == ["math"] and check_item(["format"]).requested() == ["format"]
+
+
+def test_the_pre_flight_item_is_right_for_every_component(server: Server) -> None:
+    """The verifier answers it with the verdicts the end-to-end tests subtract (PREFLIGHT_VERDICTS)."""
+    from trainer_client.client import VerifierClient
+    from trainer_client.train import check_item
+
+    with VerifierClient(server.url) as client:
+        [result] = client.score([check_item([c for c in COMPONENTS if c != "code"], max_tokens=64)])
+    verdicts = {name: part.verdict for name, part in result.components.items()}
+    assert verdicts == {name: PREFLIGHT_VERDICTS[name] for name in COMPONENTS if name != "code"}
+    assert result.status == "ok"
+
+
+def test_stop_token_ids_are_the_trainers() -> None:
+    from types import SimpleNamespace
+
+    from trainer_client.tokens import stop_token_ids
+
+    tokenizer = SimpleNamespace(eos_token_id=2, pad_token_id=0)
+    assert stop_token_ids(SimpleNamespace(eos_token_ids=[2, 9], processing_class=tokenizer)) == ([2, 9], 0)
+    processor = SimpleNamespace(tokenizer=tokenizer)  # a vision-language model's processor holds the tokenizer
+    assert stop_token_ids(SimpleNamespace(eos_token_ids=[9], processing_class=processor)) == ([9], 0)
+    assert stop_token_ids(SimpleNamespace(processing_class=tokenizer)) == ([2], 0)  # a TRL without eos_token_ids
+
+
+class FakeTrainer:
+    """Stands in for GRPOTrainer in `main`: records what it was given, and what the rewards know when training
+    starts (the point where TRL first calls them)."""
+
+    made: ClassVar[list[FakeTrainer]] = []
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+        self.eos_token_ids = [2, 9]
+        self.processing_class = type("Tok", (), {"eos_token_id": 2, "pad_token_id": 0})()
+        self.stops_at_train: list[Any] = []
+        FakeTrainer.made.append(self)
+
+    def train(self, resume_from_checkpoint: Any = None) -> None:
+        self.stops_at_train = [reward.spec.stop for reward in self.kwargs["reward_funcs"]]
+
+    def save_model(self, output_dir: str) -> None:
+        pass
+
+    def save_state(self) -> None:
+        pass
+
+
+@pytest.mark.filterwarnings(TRL_DEPRECATION)
+def test_main_gives_the_rewards_the_trainers_token_ids_and_the_data_their_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trainer_client.train as train_module
+    from trainer_client.tokens import StopTokens
+
+    rows = [{"question": "Which is a prime?", "choices": ["4", "7"], "answer": 1}]
+    data = write_jsonl(tmp_path / "mmlu.jsonl", rows)
+    monkeypatch.setattr(train_module, "GRPOTrainer", FakeTrainer)
+    checked: list[Any] = []
+    monkeypatch.setattr(train_module, "check_verifier", lambda args, max_tokens: checked.append(max_tokens))
+    argv = ["--dataset_name", str(data), "--model_name_or_path", "m", "--options_column", "choices"]
+    argv += ["--reward_components", "choice", "length", "overlong", "--max_completion_length", "48"]
+    script, training, model = train_module.make_parser().parse_args_and_config(
+        args=[*argv, *CPU, "--output_dir", str(tmp_path / "out")]
+    )
+    train_module.main(script, training, model)
+    [trainer] = FakeTrainer.made
+    FakeTrainer.made.clear()
+    assert checked == [48]
+    assert trainer.stops_at_train == [StopTokens((2, 9), 0)] * 3
+    [row] = trainer.kwargs["train_dataset"]
+    assert row["solution"] == "B" and row["options"] == ["4", "7"]
+    assert row["prompt"][1]["content"] == "Which is a prime?\n\nA. 4\nB. 7"
+
+
+@pytest.mark.filterwarnings(TRL_DEPRECATION)
+def test_bad_reward_options_stop_the_script_before_it_waits_for_the_verifier(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trainer_client.train as train_module
+
+    monkeypatch.setattr(train_module, "check_verifier", lambda *args: pytest.fail("the verifier was checked"))
+    script, training = parse(tmp_path, "--reward_components", "overlong", "--reward_options", '{"overlong": {"x": 1}}')
+    with pytest.raises(SystemExit, match=r"^error: --reward_components / --reward_options: .*unknown option 'x'"):
+        train_module.main(script, training, None)
 
 
 def test_the_script_fails_fast_when_the_verifier_is_not_there(tmp_path: Path) -> None:
@@ -282,7 +509,16 @@ def verdict_counts(counters: dict[str, float], component: str) -> dict[str, floa
 # Before it loads anything the script scores one item with every rewarded component, which it answers right: one
 # request, one item, and for each component one verdict more on the server's counters than the training steps sent.
 PREFLIGHT = 1
-PREFLIGHT_VERDICTS = {"math": "correct", "format": "ok", "code": "passed"}
+PREFLIGHT_VERDICTS = {
+    "math": "correct",
+    "format": "ok",
+    "code": "passed",
+    "choice": "correct",
+    "answer": "correct",
+    "overlong": "within_budget",
+    "length": "correct",
+    "repetition": "no_repetition",  # six words: four trigrams, none repeated
+}
 
 
 def train(server: Server, model: Path, tmp_path: Path, data: Path, *extra: str) -> tuple[list[dict[str, Any]], Path]:
@@ -397,3 +633,55 @@ def test_grpo_with_code_and_format_rewards(e2e_server: Server, tiny_model: Path,
     assert_logged_rates_are_the_servers(steps, counters, "verifier_format", "format")
     for entry in steps:
         assert "rewards/verifier_code/mean" in entry and "rewards/verifier_format/mean" in entry
+
+
+@pytest.mark.slow
+def test_grpo_with_the_length_shaping_rewards(e2e_server: Server, tiny_model_stopping: Path, tmp_path: Path) -> None:
+    """overlong, length and repetition as their own reward functions, max_tokens from --max_completion_length
+    (24), and the truncation TRL sees: the model stops at EOS ids its tokenizer does not know (its generation
+    config's), so some completions end early and the others are cut off at the cap."""
+    data = write_jsonl(tmp_path / "gsm8k.jsonl", gsm8k_rows(16, seed=7))
+    flags = ("--reward_components", "math", "overlong", "length", "repetition")
+    steps, _ = train(e2e_server, tiny_model_stopping, tmp_path, data, *flags)
+    counters = server_counters(e2e_server)
+    for name in ("overlong", "length", "repetition"):
+        assert_logged_rates_are_the_servers(steps, counters, f"verifier_{name}", name)
+        for entry in steps:
+            assert f"rewards/verifier_{name}/mean" in entry and entry[f"verifier_{name}/null_rate"] == 0.0
+    # math: its own reward's 8 items, and the 8 the length reward sends with weight 0 (plus the pre-flight's)
+    assert sum(verdict_counts(counters, "math").values()) == 16 + PREFLIGHT
+    # what TRL counts as clipped (the last id neither one of its EOS ids nor pad) is what the verifier was told
+    clipped = sum(entry["completions/clipped_ratio"] * 4 for entry in steps)
+    assert 0 < clipped < 8  # both kinds, or this test would not tell them apart
+    overlong = verdict_counts(counters, "overlong")
+    assert overlong.get("truncated", 0) == pytest.approx(clipped)
+    assert sum(overlong.values()) - overlong.get("truncated", 0) == 8 - clipped + PREFLIGHT  # judged by length
+
+
+def mmlu_rows(count: int) -> list[dict[str, Any]]:
+    """MMLU-shaped rows: a question, its options in `choices`, the right one's 0-based index in `answer`."""
+    return [
+        {"question": f"Which number is {n} + 1?", "choices": [str(n), str(n + 1), str(n + 2)], "answer": 1}
+        for n in range(count)
+    ]
+
+
+@pytest.mark.slow
+def test_grpo_on_mmlu_style_data_with_the_choice_reward(e2e_server: Server, tiny_model: Path, tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "mmlu.jsonl", mmlu_rows(8))
+    flags = ("--reward_components", "choice", "length", "--options_column", "choices", "--log_completions", "true")
+    steps, out = train(e2e_server, tiny_model, tmp_path, data, *flags)
+    counters = server_counters(e2e_server)
+    assert_logged_rates_are_the_servers(steps, counters, "verifier_length", "length")
+    # the length reward reads correctness from choice, which it sends too (weight 0) for the same completions: the
+    # server judged each completion's choice twice, the same way, and math never
+    choice = verdict_counts(counters, "choice")
+    choice[PREFLIGHT_VERDICTS["choice"]] -= PREFLIGHT
+    assert sum(choice.values()) == 16 and not verdict_counts(counters, "math")
+    for verdict, count in choice.items():
+        assert 2 * sum(entry[f"verifier_choice/choice/{verdict}"] * 4 for entry in steps) == pytest.approx(count)
+    import pandas
+
+    frame = pandas.read_parquet(sorted((out / "completions").glob("completions_*.parquet"))[-1])
+    assert set(frame["verifier_choice/choice"]) <= set(VERDICTS["choice"])
+    assert all("B. " in str(prompt) and "C. " in str(prompt) for prompt in frame["prompt"])  # the options listed

@@ -1,0 +1,212 @@
+"""A reward function's component options: gathered from its arguments and checked against the wire schema when
+the reward function is made, so a typo or a missing option fails before training, naming the option.
+
+A component's options are the fields of its spec class (`verifier_service.schema.SPECS`) except those that come
+from the dataset row (`ROW_FIELDS`: a gold answer, code tests, option texts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, get_args
+
+from pydantic import BaseModel, ValidationError
+
+from verifier_service.schema import PRIMARIES, SPECS, ComponentSpec, FormatOptions, GatedSpec, MathOptions, ScoreItem
+
+# The spec fields each primary component takes from the dataset row, never from options.
+ROW_FIELDS: dict[str, tuple[str, ...]] = {
+    "math": ("gold",),
+    "code": ("tests",),
+    "choice": ("gold", "options"),
+    "answer": ("gold",),
+}
+# Valid row fields, to check options without a dataset.
+PLACEHOLDER_ROWS: dict[str, dict[str, Any]] = {
+    "math": {"gold": "0"},
+    "code": {"tests": [{"type": "assert", "code": "assert True"}]},
+    "choice": {"gold": "A"},
+    "answer": {"gold": "0"},
+}
+
+Options = dict[str, dict[str, Any]]  # component -> option name -> value
+
+
+def option_names(component: str) -> list[str]:
+    """The options a component takes (its spec fields less the row's).
+
+    >>> option_names("overlong")
+    ['max_tokens', 'buffer_tokens', 'penalty', 'on_truncated', 'unit']
+    """
+    return [name for name in SPECS[component].model_fields if name not in ROW_FIELDS.get(component, ())]
+
+
+def gather_options(
+    components: Sequence[str],
+    options: Mapping[str, Mapping[str, Any] | ComponentSpec] | None,
+    keywords: Mapping[str, Any],
+    defaults: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Options:
+    """Each sent component's options, from `options` (component -> a dict of options, or a spec object),
+    `keywords` (the options of a reward with one component) and `defaults` (from the older arguments,
+    `legacy_options`; used for the components the reward sends, ignored for others). An option given twice is an
+    error; so are keywords with several components.
+
+    >>> gather_options(["overlong"], None, {"max_tokens": 1024})
+    {'overlong': {'max_tokens': 1024}}
+    """
+    given = [(name, _as_dict(name, values)) for name, values in (options or {}).items()]
+    if keywords:
+        if len(components) != 1:
+            raise TypeError(
+                f"options given as keywords ({', '.join(keywords)}) need a reward with one component; with several, "
+                "pass options={component: {option: value}}"
+            )
+        given.append((components[0], dict(keywords)))
+    gathered: Options = {}
+    for name, values in given:
+        _merge(gathered, name, values)
+    correctness = correctness_component(components, gathered)
+    sent = (*components, correctness) if correctness else tuple(components)
+    for name, default in (defaults or {}).items():
+        if name in sent:
+            _merge(gathered, name, default)
+    return gathered
+
+
+def legacy_options(
+    math_options: MathOptions | None = None,
+    format_options: FormatOptions | None = None,
+    code_timeout_s: float | None = None,
+    code_memory_mb: int | None = None,
+) -> Options:
+    """The options that the reward's older arguments stand for.
+
+    >>> legacy_options(format_options=FormatOptions(prefilled=True), code_timeout_s=2)
+    {'format': {'prefilled': True}, 'code': {'timeout_s': 2}}
+    """
+    options: Options = {}
+    if math_options is not None:
+        options["math"] = {"options": math_options}
+    if format_options is not None:
+        options["format"] = _as_dict("format", format_options)
+    code = {"timeout_s": code_timeout_s, "memory_mb": code_memory_mb}
+    if any(value is not None for value in code.values()):
+        options["code"] = {key: value for key, value in code.items() if value is not None}
+    return options
+
+
+def _merge(gathered: Options, name: str, values: Mapping[str, Any]) -> None:
+    if name not in SPECS:
+        raise ValueError(f"options name {name!r}, which is not a component; components: {', '.join(SPECS)}")
+    twice = sorted(set(values) & set(gathered.get(name, {})))
+    if twice:
+        raise ValueError(f"{name} option {', '.join(twice)} given twice (as keywords, in options= or *_options=)")
+    from_row = [key for key in values if key in ROW_FIELDS.get(name, ())]
+    if from_row:
+        raise ValueError(
+            f"{name}.{from_row[0]} comes from the dataset (gold_column=, tests_column=, options_column=), not from "
+            "the reward's options"
+        )
+    gathered[name] = {**gathered.get(name, {}), **values}
+
+
+def _as_dict(component: str, values: Mapping[str, Any] | ComponentSpec) -> dict[str, Any]:
+    if isinstance(values, ComponentSpec):
+        if component in SPECS and not isinstance(values, SPECS[component]):
+            raise ValueError(f"options[{component!r}] is a {type(values).__name__}, not a {SPECS[component].__name__}")
+        return {key: getattr(values, key) for key in values.model_fields_set}
+    return dict(values)
+
+
+def correctness_component(components: Sequence[str], options: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The primary component a gated one (length) reads correctness from when the reward does not score it
+    itself: `correct_from`, else math. It is sent in the same item with weight 0. None when none is needed.
+
+    >>> correctness_component(["length"], {}), correctness_component(["length"], {"length": {"correct_from": "code"}})
+    ('math', 'code')
+    >>> correctness_component(["choice", "length"], {}) is None  # the reward's own primary
+    True
+    """
+    gated = [name for name in components if issubclass(SPECS[name], GatedSpec)]
+    if not gated:
+        return None
+    named = [options.get(name, {}).get("correct_from") for name in gated]
+    wanted = [name for name in named if name in PRIMARIES and name not in components]
+    if wanted:
+        return str(wanted[0])
+    if any(name is not None for name in named) or any(name in PRIMARIES for name in components):
+        return None  # one the reward scores, or a wrong name for the schema to report
+    return "math"
+
+
+def check_request(
+    owner: str,
+    sent: Sequence[str],
+    options: Mapping[str, Mapping[str, Any]],
+    weights: Mapping[str, float] | None,
+    allow_order_inversion: bool,
+) -> None:
+    """Validate the item this reward would send (placeholder rows), so a bad option fails now, not mid-training."""
+    try:
+        template_item(sent, options, weights, allow_order_inversion)
+    except ValidationError as exc:
+        raise ValueError(f"{owner}: {describe(exc)}") from None
+
+
+def template_item(
+    sent: Sequence[str],
+    options: Mapping[str, Mapping[str, Any]],
+    weights: Mapping[str, float] | None,
+    allow_order_inversion: bool,
+) -> ScoreItem:
+    fields = {name: {**options.get(name, {}), **PLACEHOLDER_ROWS.get(name, {})} for name in sent}
+    return ScoreItem.model_validate(
+        {
+            "completion": "",
+            **fields,
+            "weights": dict(weights) if weights else None,
+            "allow_order_inversion": allow_order_inversion,
+        }
+    )
+
+
+def describe(error: ValidationError) -> str:
+    """pydantic's errors as one readable sentence each, naming the option and what is allowed."""
+    return "; ".join(_describe_one(tuple(str(part) for part in e["loc"]), e["type"], e["msg"]) for e in error.errors())
+
+
+def _describe_one(loc: tuple[str, ...], kind: str, message: str) -> str:
+    message = message.removeprefix("Value error, ")
+    if not loc:
+        return message.replace("allow_order_inversion: true", "pass allow_order_inversion=True to the reward")
+    where = ".".join(loc)
+    if kind == "extra_forbidden":
+        model = _model_at(loc[:-1])
+        names = option_names(loc[0]) if len(loc) == 2 and loc[0] in SPECS else _fields(model)
+        return f"unknown option {loc[-1]!r} for {'.'.join(loc[:-1])}; its options: {', '.join(names)}"
+    if kind == "missing":
+        return f"{'.'.join(loc[:-1])} needs the option {loc[-1]!r}"
+    return f"{where}: {message}"
+
+
+def _model_at(loc: Iterable[str]) -> type[BaseModel] | None:
+    """The model whose fields live at `loc` of an item (("math", "options") -> MathOptions)."""
+    model: type[BaseModel] = ScoreItem
+    for part in loc:
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        found = [a for a in (*get_args(field.annotation), field.annotation) if _is_model(a)]
+        if not found:
+            return None
+        model = found[0]
+    return model
+
+
+def _is_model(value: Any) -> bool:
+    return isinstance(value, type) and issubclass(value, BaseModel)
+
+
+def _fields(model: type[BaseModel] | None) -> list[str]:
+    return list(model.model_fields) if model is not None else []
