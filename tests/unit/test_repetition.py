@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
+import numpy as np
 import pytest
 from trl.rewards import get_repetition_penalty_reward
 
 from verifier_service.schema import RepetitionSpec, ScoreItem
-from verifier_service.scoring.repetition import LOOP_MIN_CHARS, end_loop, score, units
+from verifier_service.scoring import ngrams
+from verifier_service.scoring.ngrams import repeated_share, repeated_share_of, units
+from verifier_service.scoring.repetition import LOOP_MIN_CHARS, end_loop, score
 
 
 def scored(completion: str, **options: object) -> tuple[float | None, str]:
@@ -130,3 +134,107 @@ def test_loop_detection_agrees_with_the_definition() -> None:
         head = "".join(rng.choice("abc \n") for _ in range(rng.randint(0, 100)))
         text = head + span * rng.randint(0, 12) + span[: rng.randint(0, len(span))]
         assert end_loop(text) == naive_loop(text), repr(text)
+
+
+# The fast count (numpy, for texts past ngrams.SHORT_CHARS) against the definition, on texts built to find where they
+# could part: words of every length around the 8 characters packed into one code, upper case that lowers to more
+# characters, every kind of whitespace str.split knows, Han, kana, Thai and fullwidth runs glued to words, lone
+# surrogates, and n from 1 to 8.
+_PIECES = [
+    "a", "ab", "abcdefg", "abcdefgh", "abcdefghi", "abcdefghijklmnopq", "ABCDEFGHI", "x+y", "42", "4242424242",
+    "İstanbul", "straße", "ÉTÉ", "café", "你", "好", "你好", "答案是", "これは", "ペン", "ｶﾀｶﾅ", "สวัสดี", "ĳ",
+    "，", "。", "\\frac{1}{2}", "\ud800", "😀", "\u0e3f",
+]  # fmt: skip
+_GAPS = [" ", "  ", "\t", "\n", "\r\n", "\x0b", "\x0c", "\x1c", "\x1f", "\x85", "\xa0", "\u2003", "\u3000", ""]
+
+
+def random_units_text(rng: random.Random, size: int) -> str:
+    near_misses = ["".join(rng.choice("aB") for _ in range(rng.randint(6, 10))) for _ in range(4)]  # around 8 bytes
+    vocabulary = rng.sample(_PIECES, rng.randint(2, 8)) + near_misses
+    gaps = _GAPS
+    if rng.random() < 0.4:  # ASCII text takes a path of its own
+        vocabulary = [piece for piece in vocabulary if piece.isascii()] or near_misses
+        gaps = [gap for gap in gaps if gap.isascii()]
+    parts = []
+    while sum(map(len, parts)) < size:
+        parts.append(rng.choice(vocabulary))
+        parts.append(rng.choice(gaps) if rng.random() < 0.9 else "")
+    return "".join(parts)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_fast_count_is_the_definition(seed: int) -> None:
+    rng = random.Random(seed)
+    text = random_units_text(rng, rng.choice([1, 50, 400, 3000]))
+    for kind in ("auto", "words"):
+        parts = units(text, kind)
+        ids, bound = ngrams.unit_ids(text, kind)
+        assert len(ids) == len(parts)
+        assert len(ids) == 0 or (ids.min() >= 0 and ids.max() < bound)
+        for n in range(1, 9):
+            expected = repeated_share_of(parts, n)
+            found = None if len(parts) < n else 1.0 - ngrams.distinct_ngrams(ids, n, bound) / (len(parts) - n + 1)
+            assert found == expected, (kind, n)
+    assert repeated_share(text, "auto", 3) == repeated_share_of(units(text, "auto"), 3)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_batch_counts_each_text_as_the_definition_does(seed: int) -> None:
+    """Texts of a batch share one numpy pass; no n-gram may reach from one text into the next."""
+    rng = random.Random(seed)
+    texts = [random_units_text(rng, rng.choice([0, 1, 5, 30, 300])) for _ in range(rng.randint(1, 40))]
+    texts += ["a b", "b a"] * 3  # n-grams that would span two texts
+    rng.shuffle(texts)
+    for kind, n in itertools.product(("auto", "words"), (1, 2, 3, 5)):
+        expected = [repeated_share_of(units(text, kind), n) for text in texts]
+        ids, bound, counts = ngrams.unit_ids_of([text.lower() for text in texts], kind)
+        assert counts == [len(units(text, kind)) for text in texts]
+        distinct = ngrams._distinct_per_text(ids, bound, counts, n).tolist()
+        found = [None if c < n else 1.0 - d / (c - n + 1) for c, d in zip(counts, distinct, strict=True)]
+        assert found == expected, (kind, n)
+    ascii_words = ["ab", "abcdefghij", "x", "Ab"]
+    long = [random_units_text(rng, 2_500), " ".join(rng.choice(ascii_words) for _ in range(3_000))]  # numpy's sizes
+    assert len(long[1]) > ngrams.SHORT_ASCII_CHARS
+    mixed = [*texts, *long, *texts]
+    assert ngrams.repeated_shares(mixed, "auto", 3) == [repeated_share_of(units(t, "auto"), 3) for t in mixed]
+
+
+def test_equal_units_get_equal_ids_and_no_others() -> None:
+    ascii_text = "Cat cat CAT dog abcdefghi abcdefghj abcdefgh abcdefg abcdefgh\x00 dog x"
+    for text, kind in itertools.product((ascii_text, ascii_text + " 你 你 好"), ("auto", "words")):
+        ids, _ = ngrams.unit_ids(text, kind)
+        parts = units(text, kind)
+        pairs = {(a, b) for a in range(len(parts)) for b in range(len(parts))}
+        assert all((parts[a] == parts[b]) == (ids[a] == ids[b]) for a, b in pairs)
+
+
+def test_codes_that_keep_colliding_are_numbered_by_a_sort(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = " ".join(f"w{i % 300}" for i in range(5000))
+    expected = repeated_share_of(units(text, "auto"), 3)
+    monkeypatch.setattr(ngrams, "_MAX_PROBES", 1)
+    assert repeated_share(text, "auto", 3) == expected
+
+
+def test_keys_past_63_bits_are_renumbered() -> None:
+    rng = random.Random(5)
+    ids = np.array([rng.randrange(50_000) for _ in range(4000)] * 2, dtype=np.int64)  # the second half repeats
+    parts = [str(i) for i in ids.tolist()]
+    for n in (4, 5, 8):
+        assert ngrams.distinct_ngrams(ids, n, 50_000) == len(set(zip(*(parts[i:] for i in range(n)), strict=False)))
+
+
+def test_keys_between_32_and_63_bits_are_sorted_whole() -> None:
+    """70,000 distinct ids make bigram keys past 2**32: (0, 0) and (61356, 47296) differ by exactly 2**32."""
+    ids = np.array([*range(70_000), 0, 0, 61_356, 47_296], dtype=np.int64)
+    assert 61_356 * 70_000 + 47_296 == 2**32
+    bigrams = set(zip(ids.tolist(), ids[1:].tolist(), strict=False))
+    assert ngrams.distinct_ngrams(ids, 2, 70_000) == len(bigrams)
+
+
+def test_the_class_table_is_str_isspace_and_the_unspaced_scripts() -> None:
+    spaces = [code for code in range(0x110000) if chr(code).isspace()]
+    assert max(spaces) < 0x10000  # the table covers the Basic Multilingual Plane only
+    assert [code for code in range(0x10000) if ngrams.CLASSES[code] == 1] == spaces
+    unspaced = ngrams._HAS_UNSPACED  # the regex the definition uses
+    assert all((ngrams.CLASSES[code] == 2) == bool(unspaced.match(chr(code))) for code in range(0x10000))
+    assert not any(unspaced.match(chr(code)) for code in range(0x10000, 0x110000, 7))

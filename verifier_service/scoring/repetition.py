@@ -16,43 +16,16 @@ dilutes a ramble that ate only the last part of a long completion.
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
 
 from verifier_service.schema import ComponentResult, RepetitionSpec, ScoreItem, Verdict
+from verifier_service.scoring.ngrams import repeated_shares
 from verifier_service.scoring.text import result, scoped
 
 LOOP_SPAN = 200  # the longest repeated span looked for, in characters
 LOOP_COPIES = 4  # copies of it at the end that make a loop
 LOOP_MIN_CHARS = 32  # and at least this many characters of them: "!!!!" or "ha ha ha ha" end a text, not a loop
 _KEY = 8  # characters of the end looked for again, to find the longer candidate periods
-
-# Scripts written without spaces between words: Han (with extensions and compatibility ideographs), kana, Thai.
-_UNSPACED = "\u0e00-\u0e7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
-_HAS_UNSPACED = re.compile(f"[{_UNSPACED}]")
-_AUTO_UNITS = re.compile(f"[{_UNSPACED}]|[^\\s{_UNSPACED}]+")
-
-
-def units(text: str, kind: str) -> list[str]:
-    """The text's units, lowercased.
-
-    >>> units("Hello World 你好", "auto"), units("Hello World 你好", "words")
-    (['hello', 'world', '你', '好'], ['hello', 'world', '你好'])
-    """
-    lowered = text.lower()
-    if kind == "words" or not _HAS_UNSPACED.search(lowered):
-        return lowered.split()
-    return _AUTO_UNITS.findall(lowered)
-
-
-def repeated_share(parts: list[str], n: int) -> float | None:
-    """1 - unique n-grams / all n-grams; None when there are fewer than n units."""
-    total = len(parts) - n + 1
-    if total <= 0:
-        return None
-    # Words hold no whitespace, so joined n-grams are equal exactly when the n-grams are; a set of strings (whose
-    # hashes are cached) is built faster than one of tuples.
-    grams = set(parts) if n == 1 else set(map(" ".join, zip(*(parts[i:] for i in range(n)), strict=False)))
-    return 1.0 - len(grams) / total
 
 
 def _candidate_periods(text: str) -> list[int]:
@@ -103,13 +76,33 @@ def end_loop(text: str) -> tuple[int, int] | None:
 
 def score(item: ScoreItem, spec: RepetitionSpec) -> ComponentResult:
     """The `repetition` component of an item."""
-    text = scoped(item.completion, spec.scope, spec.think_tag)
+    return score_batch([item], [spec])[0]
+
+
+def score_batch(items: Sequence[ScoreItem], specs: Sequence[RepetitionSpec]) -> list[ComponentResult]:
+    """The `repetition` component of several items, their n-grams counted together (`ngrams.repeated_shares`)."""
+    texts = [scoped(item.completion, spec.scope, spec.think_tag) for item, spec in zip(items, specs, strict=True)]
+    results = [_loop(text, spec) for text, spec in zip(texts, specs, strict=True)]
+    counted: dict[tuple[str, int], list[int]] = {}  # the others, by how their n-grams are counted
+    for index, (found, spec) in enumerate(zip(results, specs, strict=True)):
+        if found is None:
+            counted.setdefault((spec.units, spec.n), []).append(index)
+    for (kind, n), indexes in counted.items():
+        for index, share in zip(indexes, repeated_shares([texts[i] for i in indexes], kind, n), strict=True):
+            results[index] = _repetition(share, specs[index])
+    return [found for found in results if found is not None]
+
+
+def _loop(text: str, spec: RepetitionSpec) -> ComponentResult | None:
     loop = end_loop(text)
-    if loop is not None:
-        period, length = loop
-        detail = f"The text ends in a loop: a {period}-character span repeated over its last {length} characters."
-        return result(spec.max_penalty, Verdict.LOOP, detail)
-    share = repeated_share(units(text, spec.units), spec.n)
+    if loop is None:
+        return None
+    period, length = loop
+    detail = f"The text ends in a loop: a {period}-character span repeated over its last {length} characters."
+    return result(spec.max_penalty, Verdict.LOOP, detail)
+
+
+def _repetition(share: float | None, spec: RepetitionSpec) -> ComponentResult:
     if share is None:
         return result(0.0, Verdict.TOO_SHORT, f"Fewer than {spec.n} units: nothing to measure.")
     if share == 0.0:
