@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from verifier_service.schema import SPECS, VERDICTS, ComponentSpec, GatedSpec, Verdict
+from verifier_service.schema import ANY_COMPONENT_FAILS, SPECS, VERDICTS, ComponentSpec, GatedSpec, Verdict
 
 
 class OptionInfo(BaseModel):
@@ -43,7 +43,7 @@ def describe(spec: type[ComponentSpec], verdicts: tuple[Verdict, ...]) -> Compon
         )
         for name, field in spec.model_fields.items()
     }
-    null = [v.value for v in verdicts if v in spec.null_verdicts or v == Verdict.INTERNAL_ERROR]
+    null = [v.value for v in verdicts if v in spec.null_verdicts or v in ANY_COMPONENT_FAILS]
     return ComponentInfo(
         role=spec.role,
         description=" ".join((spec.__doc__ or "").split()),

@@ -10,17 +10,18 @@ import asyncio
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from sandbox import Executor, RunResult, RunVerdict, Submission
 from verifier_service.metrics import Metrics
 from verifier_service.pool import TaskTimeout, WorkerCrashed, WorkerPool
-from verifier_service.schema import CodeSpec, ComponentResult, GatedSpec, ItemResult, MathSpec, ScoreItem, Verdict
-from verifier_service.scoring import GATED, TEXT
+from verifier_service.schema import CodeSpec, ComponentResult, ItemResult, MathSpec, ScoreItem, Verdict
+from verifier_service.scoring import GATED
 from verifier_service.scoring.code import code_component, extract_program, no_code, submission
 from verifier_service.scoring.math import MathResult, MathTask, prepare_math
+from verifier_service.scoring.texts import TextTask, failed, results_of, safely, score_texts, text_components
 from verifier_service.settings import VerifierSettings
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,8 @@ GROUP_SIZE = 8  # math tasks sent to a worker at once
 # takes up to about 30 ms (the math answer window bounds it), which a thread would not spare the loop either:
 # the regex engine holds the GIL.
 INLINE_PREPARE_CHARS = 32_000
+# Batches with at least this many items with text components score those in the worker pool (text.TextTask).
+WORKER_TEXT_ITEMS = 64
 # What the cache may keep: verdicts that a healthy worker gives again for the same (gold, answer, options), because
 # they come from a comparison that ran to its end. Never `timeout` (a worker that was stopped, starved or slowed
 # by a busy host says it as well as one given an absurd expression), nor any verdict that scores null
@@ -98,23 +101,12 @@ def _reward(item: ScoreItem, components: dict[str, ComponentResult]) -> float | 
     return total
 
 
-def _safely(name: str, scorer: Callable[..., ComponentResult], *args: Any) -> ComponentResult:
-    """A scorer's result; a bug in one is that component's `internal_error` (null), never the whole batch's 500."""
-    try:
-        return scorer(*args)
-    except Exception:
-        log.exception("the %s scorer failed", name)
-        failed = Verdict.INTERNAL_ERROR.value
-        return ComponentResult(score=None, verdict=failed, detail="the verifier failed on this item")
-
-
 def _score_gated(item: ScoreItem, components: dict[str, ComponentResult]) -> None:
     """The components that read correctness from another, once that one is scored."""
-    for name in item.requested():
-        spec = item.spec(name)
-        if isinstance(spec, GatedSpec):
-            correctness = components[item.correctness_source(spec)]
-            components[name] = _safely(name, GATED[name], item, spec, correctness)
+    for name, scorer in GATED.items():
+        spec = getattr(item, name)
+        if spec is not None:
+            components[name] = safely(name, scorer, item, spec, components[item.correctness_source(spec)])
 
 
 class Engine:
@@ -129,13 +121,22 @@ class Engine:
 
     async def score(self, items: list[ScoreItem]) -> list[ItemResult]:
         deadline = asyncio.get_running_loop().time() + self.settings.batch_timeout_s
+        # Many items' text components go to the worker pool, in chunks, while this process extracts the math
+        # answers; a few are scored in place, where sending them would cost more than the work.
+        in_workers = sum(1 for item in items if text_components(item)) >= WORKER_TEXT_ITEMS
+        texts = asyncio.ensure_future(self._texts_in_workers(items, deadline)) if in_workers else None
         # Extraction is regex work on up to a few MB: off the event loop, so health checks stay answered; a small
         # batch is prepared in place, where the thread hop would cost more than the work.
         if sum(len(item.completion) for item in items) <= INLINE_PREPARE_CHARS:
-            batch = self._prepare(items)
+            batch = self._prepare(items, with_texts=texts is None)
         else:
-            batch = await asyncio.to_thread(self._prepare, items)
-        await asyncio.gather(self._run_math(batch, deadline), self._run_code(batch, deadline))
+            batch = await asyncio.to_thread(self._prepare, items, texts is None)
+        await asyncio.gather(
+            self._run_math(batch, deadline), self._run_code(batch, deadline), *([texts] if texts else [])
+        )
+        if texts is not None:
+            for found, scored in zip(batch.components, texts.result(), strict=True):
+                found.update(scored)
         results = []
         for item, found in zip(items, batch.components, strict=True):
             _score_gated(item, found)
@@ -152,17 +153,37 @@ class Engine:
         self.metrics.observe_results(results)
         return results
 
-    def _prepare(self, items: list[ScoreItem]) -> _Batch:
-        batch = _Batch(components=[{} for _ in items])
+    def _prepare(self, items: list[ScoreItem], with_texts: bool) -> _Batch:
+        batch = _Batch(components=score_texts(items) if with_texts else [{} for _ in items])
         for index, item in enumerate(items):
             if item.math is not None:
                 self._prepare_math(batch, index, item.completion, item.math)
             if item.code is not None:
                 self._prepare_code(batch, index, item.completion, item.code)
-            for name in item.requested():
-                if name in TEXT:
-                    batch.components[index][name] = _safely(name, TEXT[name], item, item.spec(name))
         return batch
+
+    async def _texts_in_workers(self, items: list[ScoreItem], deadline: float) -> list[dict[str, ComponentResult]]:
+        """The items' text components, scored by the worker pool in chunks (about two per worker). A chunk whose
+        worker failed is scored here instead; one still running at the batch deadline is null."""
+        size = max(WORKER_TEXT_ITEMS // 2, -(-len(items) // (2 * self.pool.size)))
+        chunks = [items[start : start + size] for start in range(0, len(items), size)]
+        timeout = max(0.001, deadline - asyncio.get_running_loop().time())
+        outcomes = await asyncio.gather(
+            *(self.pool.run(TextTask.of(chunk), timeout_s=timeout) for chunk in chunks), return_exceptions=True
+        )
+        found: list[dict[str, ComponentResult]] = []
+        for chunk, outcome in zip(chunks, outcomes, strict=True):
+            if isinstance(outcome, TaskTimeout):
+                late = failed(
+                    Verdict.DEADLINE_EXCEEDED, f"the batch did not finish within {self.settings.batch_timeout_s}s"
+                )
+                found.extend({name: late for name in text_components(item)} for item in chunk)
+            elif isinstance(outcome, BaseException):
+                log.warning("a worker failed on text components (%s); scoring them here", outcome)
+                found.extend(score_texts(chunk))
+            else:
+                found.extend(results_of(outcome))
+        return found
 
     def _prepare_math(self, batch: _Batch, index: int, completion: str, spec: MathSpec) -> None:
         prepared = prepare_math(

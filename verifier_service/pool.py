@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import gc
 import logging
 import multiprocessing
 import os
@@ -22,7 +23,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-_PRELOAD = ["verifier_service.scoring.math", "math_verify", "sympy"]
+_PRELOAD = ["verifier_service.scoring.worker", "math_verify", "sympy", "numpy"]
 _PR_SET_PDEATHSIG = 1
 
 
@@ -69,7 +70,13 @@ def _worker_main(conn: Connection, fn_path: str) -> None:
     module_name, _, fn_name = fn_path.partition(":")
     module = __import__(module_name, fromlist=[fn_name])
     fn: Callable[[Any], Any] = getattr(module, fn_name)
-    conn.send(("ready", os.getpid()))
+    # sympy and the rest preloaded live as long as the worker: out of the collector's sight, a full collection walks
+    # only what the tasks made (otherwise a large text chunk triggers collections over all of sympy: 2x its time).
+    gc.freeze()
+    try:
+        conn.send(("ready", os.getpid()))
+    except OSError:  # the pool closed while this worker started (a replacement): nobody is left to serve
+        return
     while True:
         try:
             tasks = conn.recv()

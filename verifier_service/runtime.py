@@ -18,7 +18,7 @@ from verifier_service.settings import VerifierSettings, unknown_settings
 
 log = logging.getLogger(__name__)
 
-MATH_TASK = "verifier_service.scoring.math:verify_math"
+WORKER_TASK = "verifier_service.scoring.worker:run"  # math comparisons and chunks of text components
 CODE_OFF = "code scoring is off on this server (VERIFIER_CODE_ENABLED=false); send math or format items"
 
 
@@ -64,7 +64,7 @@ class Runtime:
     def __init__(self, settings: VerifierSettings, metrics: Metrics | None = None) -> None:
         self.settings = settings
         self.metrics = metrics or Metrics()
-        self.pool = WorkerPool(settings.math_workers, MATH_TASK)
+        self.pool = WorkerPool(settings.math_workers, WORKER_TASK)
         self.executor: Executor | None = None
         if settings.code_enabled:
             self.executor = create_executor(settings.sandbox_backend, sandbox_config(settings))

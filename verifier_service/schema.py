@@ -490,21 +490,26 @@ class ScoreItem(_Strict):
         unrequested = [name for name in COMPONENTS if name in (self.weights or {}) and name not in requested]
         if unrequested:  # names from COMPONENTS only: the message never echoes input
             raise ValueError(f"weights name components this item does not request: {', '.join(unrequested)}")
-        for name in requested:
-            spec = self.spec(name)
-            if isinstance(spec, GatedSpec):
-                self._check_gate(name, spec)
-        inversions = [] if self.allow_order_inversion else self.order_inversions()
-        if inversions:
-            raise ValueError(
-                f"with these weights and options a wrong answer scores at least as much as a right one ("
-                f"{'; '.join(inversions)}): make the correctness component's weight outweigh the rest, or set "
-                "allow_order_inversion: true"
-            )
+        primaries = [name for name in requested if name in PRIMARIES]
+        gated = self._gated()
+        for name, spec in gated:
+            self._check_gate(name, spec, primaries)
+        # Without weights or gated components every primary scores 1 right and 0 wrong: nothing can invert.
+        if (self.weights or gated) and not self.allow_order_inversion:
+            inversions = self._inversions(primaries, gated)
+            if inversions:
+                raise ValueError(
+                    f"with these weights and options a wrong answer scores at least as much as a right one ("
+                    f"{'; '.join(inversions)}): make the correctness component's weight outweigh the rest, or set "
+                    "allow_order_inversion: true"
+                )
         return self
 
-    def _check_gate(self, name: str, spec: GatedSpec) -> None:
-        primaries = [p for p in self.requested() if SPECS[p].role == "primary"]
+    def _gated(self) -> list[tuple[str, GatedSpec]]:
+        return [(name, spec) for name in GATED_COMPONENTS if (spec := getattr(self, name)) is not None]
+
+    @staticmethod
+    def _check_gate(name: str, spec: GatedSpec, primaries: list[str]) -> None:
         if spec.correct_from is None and len(primaries) != 1:
             needed = "one of" if not primaries else "correct_from to name one of"
             raise ValueError(f"{name} reads correctness from another component: the item needs {needed} "
@@ -525,22 +530,22 @@ class ScoreItem(_Strict):
         """The component a gated one reads correctness from (the item has been checked to have it)."""
         if spec.correct_from is not None:
             return spec.correct_from
-        return next(name for name in self.requested() if SPECS[name].role == "primary")
+        return next(name for name in self.requested() if name in PRIMARIES)
 
     def order_inversions(self) -> list[str]:
         """For each correctness component, whether a right answer (score 1) always outscores a wrong one (score 0),
         at any length: the components that depend on correctness (it, and those gated on it) are compared at their
         worst; the others (format, overlong, repetition) score a right and a wrong answer alike. Returns the names of
         each group that fails."""
+        return self._inversions([name for name in self.requested() if name in PRIMARIES], self._gated())
+
+    def _inversions(self, primaries: list[str], gated: list[tuple[str, GatedSpec]]) -> list[str]:
         weights: dict[str, float] = {name: weight for name, weight in (self.weights or {}).items()}
         failing = []
-        for primary in self.requested():
-            if SPECS[primary].role != "primary":
-                continue
+        for primary in primaries:
             margin, group = weights.get(primary, 1.0), [primary]
-            for name in self.requested():
-                spec = self.spec(name)
-                if isinstance(spec, GatedSpec) and self.correctness_source(spec) == primary:
+            for name, spec in gated:
+                if (spec.correct_from or primaries[0]) == primary:
                     (right_low, right_high), (wrong_low, wrong_high) = spec.gated_ranges()
                     weight = weights.get(name, 1.0)
                     margin += weight * (right_low - wrong_high) if weight >= 0 else weight * (right_high - wrong_low)
@@ -560,11 +565,14 @@ def _spec_classes() -> dict[str, type[ComponentSpec]]:
 
 SPECS: dict[str, type[ComponentSpec]] = _spec_classes()  # component name -> its spec class
 PRIMARIES: tuple[str, ...] = get_args(PrimaryName)
+GATED_COMPONENTS = tuple(name for name, spec in SPECS.items() if issubclass(spec, GatedSpec))  # read correctness
 # Which verdicts each component gives (the OpenAPI document lists them per component). A newer server may add
 # verdicts: clients should treat one they do not know as "other", never fail on it.
-# Any component can also fail as `internal_error` (null): a bug in the verifier.
+# Any component can also fail (null) as `internal_error`, a bug in the verifier, or `deadline_exceeded`, when the
+# batch ran out of time before the component was scored.
+ANY_COMPONENT_FAILS = (Verdict.INTERNAL_ERROR, Verdict.DEADLINE_EXCEEDED)
 VERDICTS: dict[str, tuple[Verdict, ...]] = {
-    name: tuple(dict.fromkeys((*spec.verdicts, Verdict.INTERNAL_ERROR))) for name, spec in SPECS.items()
+    name: tuple(dict.fromkeys((*spec.verdicts, *ANY_COMPONENT_FAILS))) for name, spec in SPECS.items()
 }
 
 
@@ -614,7 +622,10 @@ def _unused(value: object) -> bool:
 
 
 class ComponentResult(BaseModel):
-    """One component's outcome. Fields a component does not use are left out of the JSON."""
+    """One component's outcome. Fields a component does not use are left out of the JSON. Frozen: the verifier shares
+    one result among the items that earned it."""
+
+    model_config = ConfigDict(frozen=True)
 
     score: float | None = Field(..., description="null: the verifier could not judge (see `verdict`)")
     verdict: str = Field(..., json_schema_extra=_enum(_ANY_VERDICT, _NEW_VERDICTS))

@@ -21,3 +21,33 @@ def sleep(seconds: float) -> int:
 
 def die(code: int) -> None:
     os._exit(code)
+
+
+def die_on_text(task: object) -> object:
+    """The verifier's worker, except that a chunk of text components kills it."""
+    from verifier_service.scoring import worker
+    from verifier_service.scoring.texts import TextTask
+
+    if isinstance(task, TextTask):
+        os._exit(3)
+    return worker.run(task)  # type: ignore[arg-type]
+
+
+def fail_on_text(task: object) -> object:
+    """The verifier's worker, except that a chunk of text components raises."""
+    from verifier_service.scoring import worker
+    from verifier_service.scoring.texts import TextTask
+
+    if isinstance(task, TextTask):
+        raise RuntimeError("a broken text chunk")
+    return worker.run(task)  # type: ignore[arg-type]
+
+
+def stall_on_text(task: object) -> object:
+    """The verifier's worker, except that a chunk of text components never finishes."""
+    from verifier_service.scoring import worker
+    from verifier_service.scoring.texts import TextTask
+
+    if isinstance(task, TextTask):
+        time.sleep(600)
+    return worker.run(task)  # type: ignore[arg-type]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 from verifier_service.schema import ComponentResult, ScoreItem, Verdict
@@ -51,4 +52,10 @@ def length_unknown() -> ComponentResult:
 def result(
     score: float | None, verdict: Verdict, detail: str | None = None, extracted: str | None = None
 ) -> ComponentResult:
-    return ComponentResult(score=score, verdict=verdict.value, detail=detail, extracted=extracted)
+    return component(score, verdict.value, detail, extracted)
+
+
+@functools.lru_cache(maxsize=4096)
+def component(score: float | None, verdict: str, detail: str | None, extracted: str | None) -> ComponentResult:
+    """A component result. Results are frozen, so equal ones are shared: many of a batch's results repeat."""
+    return ComponentResult(score=score, verdict=verdict, detail=detail, extracted=extracted)

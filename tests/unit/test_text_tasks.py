@@ -1,0 +1,105 @@
+"""Large batches score their text components in the worker pool (`scoring.texts.TextTask`): exactly the results the
+service computes itself, and a worker that fails on a chunk costs nothing but time."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from verifier_service import engine as engine_module
+from verifier_service.engine import Engine
+from verifier_service.metrics import Metrics
+from verifier_service.pool import WorkerPool
+from verifier_service.runtime import WORKER_TASK
+from verifier_service.schema import ItemResult, ScoreItem
+from verifier_service.settings import VerifierSettings
+
+COMPLETIONS = [
+    "<think>6 * 7 = 42</think>The answer is \\boxed{C}. <answer>42</answer>",
+    "<think>" + "我们需要计算总数然后检查每一步" * 20 + "</think>答案是 \\boxed{B}",
+    "<think>Let me check. " + "Let me check again. " * 30,
+    "The answer is A or B.",
+    "",
+    "<think>" + " ".join(f"step{i}" for i in range(700)) + "</think><answer>forty two</answer>",
+]
+
+
+def items(count: int, seed: int = 0) -> list[ScoreItem]:
+    rng = random.Random(seed)
+    made = []
+    for index in range(count):
+        fields: dict[str, Any] = {
+            "id": str(index),
+            "completion": str(index % 3) + rng.choice(COMPLETIONS),
+            "completion_tokens": rng.randint(0, 600),
+            "truncated": rng.random() < 0.1,
+            "choice": {"gold": rng.choice("ABC")},
+            "answer": {"gold": rng.choice(["42", "forty two"]), "match": rng.choice(["exact", "f1"])},
+            "format": {},
+            "overlong": {"max_tokens": 512},
+            "repetition": {"n": rng.choice([2, 3])},
+        }
+        if rng.random() < 0.5:
+            fields |= {"math": {"gold": "42"}, "length": {"max_tokens": 512, "correct_from": "math"}}
+        made.append(ScoreItem.model_validate(fields))
+    return made
+
+
+def score(function: str, batch: list[ScoreItem], in_workers: bool, **settings: Any) -> list[ItemResult]:
+    async def main() -> list[ItemResult]:
+        pool = WorkerPool(2, function)
+        await pool.start()
+        try:
+            engine = Engine(VerifierSettings(math_workers=2, **settings), pool, Metrics())
+            return await engine.score(batch)
+        finally:
+            await pool.close()
+
+    saved = engine_module.WORKER_TEXT_ITEMS
+    engine_module.WORKER_TEXT_ITEMS = 8 if in_workers else 10**9
+    try:
+        return asyncio.run(main())
+    finally:
+        engine_module.WORKER_TEXT_ITEMS = saved
+
+
+@pytest.fixture(scope="module")
+def batch() -> Iterator[list[ScoreItem]]:
+    yield items(150)
+
+
+@pytest.fixture(scope="module")
+def in_the_service(batch: list[ScoreItem]) -> list[ItemResult]:
+    return score(WORKER_TASK, batch, in_workers=False)
+
+
+@pytest.mark.timeout(120)
+def test_workers_give_the_results_the_service_gives(batch: list[ScoreItem], in_the_service: list[ItemResult]) -> None:
+    found = score(WORKER_TASK, batch, in_workers=True)
+    assert found == in_the_service
+    verdicts = {c.verdict for result in found for c in result.components.values()}
+    assert {"loop", "hedged", "truncated", "correct", "wrong"} <= verdicts  # the batch exercises the components
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("function", ["tests.unit.pool_tasks:die_on_text", "tests.unit.pool_tasks:fail_on_text"])
+def test_a_chunk_whose_worker_fails_is_scored_in_the_service(
+    function: str, batch: list[ScoreItem], in_the_service: list[ItemResult]
+) -> None:
+    assert score(function, batch, in_workers=True) == in_the_service
+
+
+@pytest.mark.timeout(120)
+def test_a_chunk_past_the_batch_deadline_is_null_and_nothing_is_lost(batch: list[ScoreItem]) -> None:
+    found = score(
+        "tests.unit.pool_tasks:stall_on_text", batch[:20], in_workers=True, batch_timeout_s=2.0, math_timeout_s=1.0
+    )
+    assert [result.id for result in found] == [item.id for item in batch[:20]]
+    for result in found:
+        assert result.reward is None and result.status == "error"
+        assert result.components["repetition"].verdict == "deadline_exceeded"
+        assert result.components["repetition"].score is None

@@ -1,0 +1,105 @@
+"""The text components of a batch (every component in `scoring.TEXT`), scored in the service process or, for a large
+batch, in chunks by the worker pool (`TextTask`, beside the math tasks): the same function either way.
+
+A chunk travels as plain values (the completion, its length fields, the component specs) and comes back as plain
+tuples, which costs a few microseconds per item against the tens a large batch's text scoring takes: the service's
+event loop stays free, and every worker process shares the work.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from verifier_service.schema import ComponentResult, ComponentSpec, ScoreItem, Verdict
+from verifier_service.scoring import BATCHED, TEXT
+from verifier_service.scoring.text import component
+
+log = logging.getLogger(__name__)
+
+Found = tuple[float | None, str, str | None, str | None]  # a ComponentResult as plain values: score ... extracted
+
+
+def safely(name: str, scorer: Callable[..., ComponentResult], *args: Any) -> ComponentResult:
+    """A scorer's result; a bug in one is that component's `internal_error` (null), never the whole batch's 500."""
+    try:
+        return scorer(*args)
+    except Exception:
+        log.exception("the %s scorer failed", name)
+        return failed(Verdict.INTERNAL_ERROR, "the verifier failed on this item")
+
+
+def failed(verdict: Verdict, detail: str) -> ComponentResult:
+    return component(None, verdict.value, detail, None)
+
+
+def score_texts(items: Sequence[ScoreItem]) -> list[dict[str, ComponentResult]]:
+    """Every text component of every item: component by component, in one call where the component scores
+    batches, else (and when that call fails, so one bad item costs only its own result) item by item."""
+    found: list[dict[str, ComponentResult]] = [{} for _ in items]
+    for name in TEXT:
+        indexes = [index for index, item in enumerate(items) if getattr(item, name) is not None]
+        if not indexes:
+            continue
+        chosen = [items[index] for index in indexes]
+        for index, result in zip(indexes, _score_component(name, chosen), strict=True):
+            found[index][name] = result
+    return found
+
+
+def _score_component(name: str, items: list[ScoreItem]) -> list[ComponentResult]:
+    specs = [getattr(item, name) for item in items]
+    batched = BATCHED.get(name)
+    if batched is not None:
+        try:
+            return batched(items, specs)
+        except Exception:
+            log.exception("the %s batch scorer failed; scoring its items one by one", name)
+    return [safely(name, TEXT[name], item, spec) for item, spec in zip(items, specs, strict=True)]
+
+
+@dataclass(frozen=True)
+class TextTask:
+    """The text components of a chunk of items, for a worker: per item its completion, `completion_tokens`,
+    `truncated` and (component, spec) pairs."""
+
+    items: tuple[tuple[str, int | None, bool | None, tuple[tuple[str, ComponentSpec], ...]], ...]
+
+    @classmethod
+    def of(cls, items: Sequence[ScoreItem]) -> TextTask:
+        return cls(
+            tuple((item.completion, item.completion_tokens, item.truncated, _text_specs(item)) for item in items)
+        )
+
+
+def text_components(item: ScoreItem) -> list[str]:
+    """The text components the item asks for."""
+    return [name for name in TEXT if getattr(item, name) is not None]
+
+
+def _text_specs(item: ScoreItem) -> tuple[tuple[str, ComponentSpec], ...]:
+    return tuple((name, getattr(item, name)) for name in text_components(item))
+
+
+def run_text_task(task: TextTask) -> list[list[tuple[str, Found]]]:
+    """In a worker: the task's items scored; per item, (component, result as plain values) pairs."""
+    # The service validated these items; what the scorers read is rebuilt without validating again.
+    items = [_item(text, tokens, truncated, specs) for text, tokens, truncated, specs in task.items]
+    return [
+        [(name, (result.score, result.verdict, result.detail, result.extracted)) for name, result in found.items()]
+        for found in score_texts(items)
+    ]
+
+
+def _item(
+    text: str, tokens: int | None, truncated: bool | None, specs: Iterable[tuple[str, ComponentSpec]]
+) -> ScoreItem:
+    fields: dict[str, Any] = {"completion": text, "completion_tokens": tokens, "truncated": truncated, **dict(specs)}
+    return ScoreItem.model_construct(**fields)
+
+
+def results_of(outcome: list[list[tuple[str, Found]]]) -> list[dict[str, ComponentResult]]:
+    """`run_text_task`'s answer as component results again."""
+    return [{name: component(*values) for name, values in found} for found in outcome]
