@@ -6,7 +6,16 @@ STAMP := $(VENV)/.installed
 SRC := $(wildcard verifier_service sandbox trainer_client tests bench deploy)
 
 
-.PHONY: system-deps install format lint typecheck test run bench all clean integration down
+INTEROP := .venv-interop
+INTEROP_STAMP := $(INTEROP)/.installed
+# The trainers the adapters are tested against (tests/interop, docs/trainers.md), pinned, in a virtualenv laid over
+# .venv (a .pth file: torch, transformers and the project come from there). verl and OpenRLHF go in without their
+# dependencies: their own pins (transformers < 5.11, flash-attn and deepspeed built from source, hydra's antlr 4.9)
+# cannot be installed here and are not needed by the modules the adapters use.
+INTEROP_NO_DEPS := verl==0.9.1 openrlhf==0.11.2 omegaconf==2.4.0 codetiming==1.4.0 pylatexenc==2.11
+INTEROP_DEPS := ray==2.60.0 tensordict==0.10.0 verifiers==0.4.0
+
+.PHONY: system-deps install interop format lint typecheck test run bench all clean integration down
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,6 +25,17 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP) system-deps
+
+$(INTEROP_STAMP): $(STAMP) Makefile
+	test -x $(INTEROP)/bin/python || $(PYTHON) -m venv $(INTEROP)
+	$(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' \
+	  > "$$($(INTEROP)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-project.pth"
+	$(INTEROP)/bin/python -m pip install --quiet --upgrade pip
+	$(INTEROP)/bin/python -m pip install --quiet --no-deps $(INTEROP_NO_DEPS)
+	$(INTEROP)/bin/python -m pip install --quiet $(INTEROP_DEPS)
+	touch $(INTEROP_STAMP)
+
+interop: $(INTEROP_STAMP)
 
 # Operating-system packages the sandbox uses: bubblewrap (the local backend's isolation) and debootstrap (the
 # offline base image). Installed when missing and we are root; otherwise say what is missing and go on.
@@ -39,8 +59,10 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-test: install lint typecheck
+# The suite, then the adapters against the real trainers' packages (the overlay's Python: tests/interop).
+test: install interop lint typecheck
 	$(BIN)/python -m pytest
+	$(INTEROP)/bin/python -m pytest tests/interop
 
 run: install
 	$(BIN)/python -m verifier_service
@@ -51,7 +73,7 @@ bench: install
 all: format lint typecheck test
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(INTEROP) .pytest_cache .mypy_cache .ruff_cache
 
 # The compose deployment's end-to-end test alone (it also runs in `make test`): builds the images, starts the
 # project, scores, breaks things, tears down. Needs a Docker engine; skips without one.
