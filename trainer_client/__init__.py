@@ -19,6 +19,7 @@ from trainer_client.errors import (
     VerifierTimeoutError,
     VerifierUnavailableError,
 )
+from trainer_client.reward_group import VerifierRewards
 from trainer_client.rewards import AsyncVerifierReward, VerifierReward
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "VerifierRequestError",
     "VerifierResponseError",
     "VerifierReward",
+    "VerifierRewards",
     "VerifierServerError",
     "VerifierStatusError",
     "VerifierTimeoutError",

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainer_client.gsm8k import HUB_ID, SYSTEM_PROMPT, gold_answer
-from trainer_client.inputs import LETTERS, answer_gold, choice_gold, code_tests, option_texts
+from trainer_client.inputs import GOLD_READERS, LETTERS, code_tests, option_texts
 
 if TYPE_CHECKING:
     from datasets import DatasetDict
@@ -135,7 +135,7 @@ def with_tests(prompt: str, asserts: Sequence[str]) -> str:
 
 
 # How each correctness component's gold is kept; the first rewarded one decides (a run rewards one of them).
-GOLDS: dict[str, Callable[[Any], Any]] = {"math": gold, "choice": choice_gold, "answer": answer_gold}
+GOLDS: dict[str, Callable[[Any], Any]] = {**GOLD_READERS, "math": gold}  # a GSM8K solution's '#### N' is its gold
 
 
 def with_options(prompt: str, options: Sequence[str]) -> str:

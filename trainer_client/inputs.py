@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -21,12 +21,20 @@ def completion_text(completion: str | Sequence[Mapping[str, Any]]) -> str:
     '<think>2+2</think>4'
     >>> completion_text([{"role": "assistant", "content": [{"type": "text", "text": "4"}]}])
     '4'
+
+    A message whose reasoning the trainer parsed out (TRL's `parse_response` does, for tokenizers with a response
+    template or tools) gets it back, in the think tags the format and repetition components read:
+
+    >>> completion_text([{"role": "assistant", "reasoning_content": "2+2", "content": "4"}])
+    '<think>2+2</think>4'
     """
     if isinstance(completion, str):
         return valid_unicode(completion)
     for message in reversed(completion):
         if message.get("role", "assistant") == "assistant":
-            return valid_unicode(_content_text(message.get("content")))
+            text = _content_text(message.get("content"))
+            reasoning = message.get("reasoning_content") or message.get("thinking")
+            return valid_unicode(f"<think>{reasoning}</think>{text}" if isinstance(reasoning, str) else text)
     return ""
 
 
@@ -147,8 +155,9 @@ def code_spec(
     fields = dict(tests) if isinstance(tests, Mapping) else {"tests": tests}
     try:
         return CodeSpec.model_validate({**(options or {}), **fields})
-    except ValidationError as exc:
-        raise ValueError(f"malformed code tests in dataset column {column!r}: {exc}") from exc
+    except ValidationError as exc:  # described by field and rule, never with the row's values
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'tests'}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"malformed code tests in dataset column {column!r}: {problems}") from None
 
 
 def code_tests(value: Any, *, column: str = "tests", entry_point: str | None = None) -> Any:
@@ -188,3 +197,8 @@ def not_json_tests(column: str, value: str) -> str:
         'converts as [{"type": "assert", "code": test + "\\ncheck(<entry_point>)"}]; with an entry_point column '
         "in the dataset this happens by itself."
     )
+
+
+# How each gold-bearing component reads its gold from a dataset row (the dataset's preparation, `data.py`, reads
+# math golds out of whole GSM8K solutions first).
+GOLD_READERS: dict[str, Callable[[Any], Any]] = {"math": gold_text, "choice": choice_gold, "answer": answer_gold}

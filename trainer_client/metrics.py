@@ -24,20 +24,25 @@ SKIPPED = "skipped"  # the row has no gold answer / tests: the reward does not a
 
 
 def verdict_metrics(
-    name: str, components: Sequence[str], results: Sequence[ItemResult | None], sent: Sequence[bool]
+    name: str,
+    components: Sequence[str],
+    results: Sequence[ItemResult | None],
+    sent: Sequence[bool],
+    values: Sequence[float | None],
 ) -> dict[str, float]:
     """Rates over all completions of the call: `<name>/null_rate`, `<name>/unreachable_rate` and
     `<name>/<component>/<verdict>` for every verdict in `VERDICTS` plus `other`.
 
     `results[i]` is the verifier's answer for completion i, None where nothing came back; `sent[i]` says whether
-    completion i was sent at all (a row without gold answer or tests is not).
+    completion i was sent at all (a row without gold answer or tests is not); `values[i]` is what the reward
+    function returns for it.
 
-    >>> verdict_metrics("r", ["format"], [None, None], [True, False])["r/unreachable_rate"]
+    >>> verdict_metrics("r", ["format"], [None, None], [True, False], [None, None])["r/unreachable_rate"]
     0.5
     """
     total = max(1, len(results))
     unreachable = sum(1 for result, was_sent in zip(results, sent, strict=True) if was_sent and result is None)
-    judged_null = sum(1 for result in results if result is not None and result.reward is None)
+    judged_null = sum(1 for result, value in zip(results, values, strict=True) if result is not None and value is None)
     metrics = {
         f"{name}/null_rate": (unreachable + judged_null) / total,
         f"{name}/unreachable_rate": unreachable / total,

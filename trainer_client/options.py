@@ -21,12 +21,13 @@ ROW_FIELDS: dict[str, tuple[str, ...]] = {
     "choice": ("gold", "options"),
     "answer": ("gold",),
 }
-# Valid row fields, to check options without a dataset.
+# Valid row fields, to check options without a dataset (and for the training script's pre-flight item, whose completion
+# answers 1 and prints 1).
 PLACEHOLDER_ROWS: dict[str, dict[str, Any]] = {
-    "math": {"gold": "0"},
-    "code": {"tests": [{"type": "assert", "code": "assert True"}]},
-    "choice": {"gold": "A"},
-    "answer": {"gold": "0"},
+    "math": {"gold": "1"},
+    "code": {"tests": [{"type": "stdio", "stdout": "1"}]},
+    "choice": {"gold": "A", "options": ["1", "2"]},
+    "answer": {"gold": "1"},
 }
 
 Options = dict[str, dict[str, Any]]  # component -> option name -> value
@@ -159,11 +160,13 @@ def template_item(
     options: Mapping[str, Mapping[str, Any]],
     weights: Mapping[str, float] | None,
     allow_order_inversion: bool,
+    completion: str = "",
 ) -> ScoreItem:
+    """An item as a reward would send it, with placeholder rows (`PLACEHOLDER_ROWS`)."""
     fields = {name: {**options.get(name, {}), **PLACEHOLDER_ROWS.get(name, {})} for name in sent}
     return ScoreItem.model_validate(
         {
-            "completion": "",
+            "completion": completion,
             **fields,
             "weights": dict(weights) if weights else None,
             "allow_order_inversion": allow_order_inversion,

@@ -19,16 +19,15 @@ from trainer_client.errors import (
     VerifierRequestError,
     VerifierUnavailableError,
 )
-from trainer_client.inputs import answer_gold, choice_gold, code_spec, column, completion_text, gold_text, option_texts
+from trainer_client.inputs import GOLD_READERS, code_spec, column, completion_text, option_texts
 from trainer_client.metrics import row_verdicts, verdict_metrics
 from trainer_client.options import Options, check_request, correctness_component, describe
 from trainer_client.tokens import StopTokens, length_fields
-from verifier_service.schema import COMPONENTS, FormatOptions, ItemResult, MathOptions, ScoreItem
+from verifier_service.schema import COMPONENTS, ItemResult, ScoreItem, Verdict
 
 logger = logging.getLogger("trainer_client")
 
 DEFAULT_NAMES: dict[tuple[str, ...], str] = {(name,): f"verifier_{name}" for name in COMPONENTS}
-GOLD_READERS: dict[str, Callable[[Any], Any]] = {"math": gold_text, "choice": choice_gold, "answer": answer_gold}
 
 
 @dataclass(frozen=True)
@@ -76,14 +75,6 @@ class RewardSpec:
     def item_weights(self) -> dict[str, float] | None:
         weights = {**(self.weights or {}), **({self.correctness: 0.0} if self.correctness else {})}
         return weights or None
-
-    @property
-    def math_options(self) -> MathOptions:
-        return MathOptions.model_validate(self.options.get("math", {}).get("options", {}))
-
-    @property
-    def format_options(self) -> FormatOptions:
-        return FormatOptions.model_validate(self.options.get("format", {}))
 
 
 @dataclass
@@ -173,27 +164,56 @@ class RewardCore:
             raise ValueError(f"completion_ids has {len(ids)} entries for {total} completions")
         return ids
 
-    def finish(
-        self, batch: Batch, results: Sequence[ItemResult] | None, error: VerifierError | None, kwargs: Mapping[str, Any]
+    def values(
+        self,
+        batch: Batch,
+        per_row: Sequence[ItemResult | None],
+        kwargs: Mapping[str, Any],
+        component: str | None = None,
     ) -> list[float | None]:
-        """Rewards for every completion, in order: the verifier's reward, or None where it has none."""
+        """What the reward function returns for each completion, logged: the item's reward (the weighted sum of the
+        spec's components), or `component`'s score alone; None where there is none."""
+        if component is None:
+            values = [None if result is None else result.reward for result in per_row]
+            self.report(self.spec.name, self.spec.components, batch, per_row, values, kwargs)
+            return values
+        # A completion whose item could not be judged (reward null) is None for every function of the group, as for a
+        # combined reward: TRL then leaves it out of the group's baseline and gives it no advantage. A None from one
+        # function alone would count as 0 in TRL's sum of the others.
+        values = [None if result is None or result.reward is None else result.components[component].score
+                  for result in per_row]  # fmt: skip
+        self.report(DEFAULT_NAMES[(component,)], (component,), batch, per_row, values, kwargs)
+        return values
+
+    def settle(
+        self, batch: Batch, results: Sequence[ItemResult] | None, error: VerifierError | None
+    ) -> list[ItemResult | None]:
+        """Each completion's result, in order (None where nothing was sent or nothing came back). Once per request:
+        warns of what could not be judged and counts failed calls, raising when they are too many."""
         per_row: list[ItemResult | None] = [None] * batch.total
         for row, result in zip(batch.rows, results or [], strict=False):
             per_row[row] = result
-        sent = [False] * batch.total
-        for row in batch.rows:
-            sent[row] = True
-        self._report(per_row, sent, kwargs)
         self._check_first_answer(batch, error)
         self._warn(batch, per_row, error)
         self._check_failures(batch, per_row, error)
-        return [None if result is None else result.reward for result in per_row]
+        return per_row
 
-    def _report(self, per_row: list[ItemResult | None], sent: list[bool], kwargs: Mapping[str, Any]) -> None:
-        name, components = self.spec.name, self.spec.components
+    def report(
+        self,
+        name: str,
+        components: Sequence[str],
+        batch: Batch,
+        per_row: Sequence[ItemResult | None],
+        values: Sequence[float | None],
+        kwargs: Mapping[str, Any],
+    ) -> None:
+        """Log one reward function's verdict rates (`log_metric`) and its completions-table column (`log_extra`)."""
+        sent = [False] * batch.total
+        for row in batch.rows:
+            sent[row] = True
         log_metric: Callable[[str, float], None] | None = kwargs.get("log_metric")
         if log_metric is not None:
-            for metric, value in verdict_metrics(name, components, per_row, sent).items():
+            for metric, value in verdict_metrics(name, components, per_row, sent, values).items():
                 log_metric(metric, value)
         log_extra: Callable[[str, list[Any]], None] | None = kwargs.get("log_extra")
         if log_extra is not None:
@@ -244,17 +264,32 @@ class RewardCore:
             ) from error
 
     def _check_failures(self, batch: Batch, per_row: list[ItemResult | None], error: VerifierError | None) -> None:
-        """Count calls in which no completion got a reward; raise after `max_consecutive_failures` in a row."""
+        """Count calls in which the verifier judged nothing for a fault of its own (no answer, or every item null
+        with a failure of the service: a crashed worker, a deadline, no sandbox); raise after
+        `max_consecutive_failures` in a row. Items the data leaves unjudgeable (an unparseable gold, a gated
+        component whose primary could not judge) say nothing about the verifier and do not count."""
         if not batch.items:
             return
-        failed = error is not None or all(result is None or result.reward is None for result in per_row)
+        failed = error is not None or all(_service_failed(per_row[row]) for row in batch.rows)
         self.consecutive_failures = self.consecutive_failures + 1 if failed else 0
         limit = self.spec.max_consecutive_failures
         if limit is not None and self.consecutive_failures >= limit:
-            last = f"; last error: {error}" if error is not None else "; the verifier judged nothing"
+            last = f"; last error: {error}" if error is not None else "; the verifier failed on every item"
             raise VerifierUnavailableError(
                 f"{self.spec.name}: {self.consecutive_failures} reward calls in a row got no reward{last}"
             ) from error
+
+
+SERVICE_FAILURES = frozenset(
+    {Verdict.INTERNAL_ERROR, Verdict.WORKER_CRASHED, Verdict.DEADLINE_EXCEEDED, Verdict.SANDBOX_UNAVAILABLE}
+)
+
+
+def _service_failed(result: ItemResult | None) -> bool:
+    """No answer for the item, or a null reward that some component owes to a failure of the service."""
+    if result is None:
+        return True
+    return result.reward is None and any(part.verdict in SERVICE_FAILURES for part in result.components.values())
 
 
 def auth_error(name: str, kind: str, error: VerifierRequestError, key_sent: bool) -> VerifierRequestError:

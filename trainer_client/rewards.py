@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
@@ -38,11 +39,12 @@ from trainer_client.client import VerifierClient
 from trainer_client.config import DEFAULT_URL, ClientConfig, api_key_or_env
 from trainer_client.errors import VerifierRequestError, VerifierUnavailableError
 from trainer_client.options import gather_options, legacy_options
-from trainer_client.reward_core import DEFAULT_NAMES, RewardCore, RewardSpec, auth_error
+from trainer_client.reward_core import DEFAULT_NAMES, Batch, RewardCore, RewardSpec, auth_error
 from trainer_client.tokens import StopTokens
-from verifier_service.schema import ComponentSpec, FormatOptions, MathOptions
+from verifier_service.schema import ComponentSpec, FormatOptions, ItemResult, MathOptions
 
 ClientT = TypeVar("ClientT", VerifierClient, AsyncVerifierClient)
+logger = logging.getLogger("trainer_client")
 
 
 class _RewardBase(Generic[ClientT]):
@@ -123,6 +125,14 @@ class _RewardBase(Generic[ClientT]):
             max_consecutive_failures=max_consecutive_failures,
         )
         self.__name__ = self.spec.name
+        if parts == ("overlong",) and self.spec.options["overlong"].get("on_truncated") == "null":
+            logger.warning(
+                '%s: on_truncated "null" leaves a cut-off completion out of TRL\'s training only when every reward '
+                "function returns None for it; beside other reward functions TRL adds this None as 0, overlong's best "
+                "score. Put the components in one VerifierRewards group (its functions return None together), or "
+                "use GRPOConfig(mask_truncated_completions=True)",
+                self.__name__,
+            )
         self.base_url = base_url
         self.api_key = api_key_or_env(api_key)
         self.client_config = client_config or ClientConfig()
@@ -177,18 +187,25 @@ class VerifierReward(_RewardBase[VerifierClient]):
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
+        batch, per_row = self.results(completions, completion_ids, kwargs)
+        return self._core.values(batch, per_row, kwargs)
+
+    def results(
+        self, completions: Sequence[Any], completion_ids: Any, kwargs: Mapping[str, Any]
+    ) -> tuple[Batch, list[ItemResult | None]]:
+        """The verifier's answer for each completion of a TRL call (None where nothing was sent or came back)."""
         batch = self._core.prepare(completions, kwargs, completion_ids)
         if not batch.items:
-            return self._core.finish(batch, [], None, kwargs)
+            return batch, self._core.settle(batch, [], None)
         try:
             results = self.client().score(batch.items)
         except VerifierUnavailableError as exc:
-            return self._core.finish(batch, None, exc, kwargs)
+            return batch, self._core.settle(batch, None, exc)
         except VerifierRequestError as exc:
             if exc.status_code == 401:
                 raise self._auth_error(exc) from exc
             raise
-        return self._core.finish(batch, results, None, kwargs)
+        return batch, self._core.settle(batch, results, None)
 
     def client(self) -> VerifierClient:
         """The client this reward sends with (made on first use)."""
@@ -233,18 +250,25 @@ class AsyncVerifierReward(_RewardBase[AsyncVerifierClient]):
     async def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
+        batch, per_row = await self.results(completions, completion_ids, kwargs)
+        return self._core.values(batch, per_row, kwargs)
+
+    async def results(
+        self, completions: Sequence[Any], completion_ids: Any, kwargs: Mapping[str, Any]
+    ) -> tuple[Batch, list[ItemResult | None]]:
+        """The verifier's answer for each completion of a TRL call (None where nothing was sent or came back)."""
         batch = self._core.prepare(completions, kwargs, completion_ids)
         if not batch.items:
-            return self._core.finish(batch, [], None, kwargs)
+            return batch, self._core.settle(batch, [], None)
         try:
             results = await self.client().score(batch.items)
         except VerifierUnavailableError as exc:
-            return self._core.finish(batch, None, exc, kwargs)
+            return batch, self._core.settle(batch, None, exc)
         except VerifierRequestError as exc:
             if exc.status_code == 401:
                 raise self._auth_error(exc) from exc
             raise
-        return self._core.finish(batch, results, None, kwargs)
+        return batch, self._core.settle(batch, results, None)
 
     def client(self) -> AsyncVerifierClient:
         """The client for the running event loop (an httpx.AsyncClient cannot move between loops)."""

@@ -40,22 +40,11 @@ from trainer_client.errors import (
     VerifierRequestError,
 )
 from trainer_client.gsm8k import HUB_ID
+from trainer_client.options import template_item
+from trainer_client.reward_group import VerifierRewards
 from trainer_client.rewards import AsyncVerifierReward, VerifierReward
 from trainer_client.tokens import stop_token_ids
-from verifier_service.schema import (
-    COMPONENTS,
-    PRIMARIES,
-    AnswerSpec,
-    ChoiceSpec,
-    CodeSpec,
-    FormatOptions,
-    LengthSpec,
-    MathSpec,
-    OverlongSpec,
-    RepetitionSpec,
-    ScoreItem,
-    StdioTest,
-)
+from verifier_service.schema import COMPONENTS, PRIMARIES, ScoreItem
 
 logger = logging.getLogger("trainer_client.train")
 
@@ -126,9 +115,9 @@ class VerifierScriptArguments(ScriptArguments):
     reward_components: list[str] = field(
         default_factory=lambda: ["math", "format"],
         metadata={
-            "help": f"Verifier components to reward, each logged as its own reward: {list(COMPONENTS)}. overlong and "
-            "length get max_tokens from --max_completion_length; length reads correctness from the first of math, "
-            "code, choice, answer rewarded (else math, sent with weight 0)."
+            "help": f"Verifier components to reward, each logged as its own reward and all scored in one request per "
+            f"batch: {list(COMPONENTS)}. overlong and length get max_tokens from --max_completion_length; length "
+            "reads correctness from the first of math, code, choice, answer rewarded (else math, sent with weight 0)."
         },
     )
     reward_options: dict[str, Any] | str | None = field(
@@ -141,6 +130,13 @@ class VerifierScriptArguments(ScriptArguments):
     )
     combined_reward: bool = field(
         default=False, metadata={"help": "One reward function for all components (their sum) instead of one each."}
+    )
+    allow_order_inversion: bool = field(
+        default=False,
+        metadata={
+            "help": "Let the rewards' options and --reward_weights give a wrong answer as much as a right one (the "
+            "verifier refuses such a request otherwise)."
+        },
     )
     async_rewards: bool = field(default=False, metadata={"help": "Use the async reward functions."})
     format_prefilled: bool = field(
@@ -164,38 +160,36 @@ def make_parser() -> TrlParser:
     return TrlParser(cast(Any, (VerifierScriptArguments, GRPOConfig, ModelConfig)))
 
 
-def reward_functions(args: VerifierScriptArguments, max_completion_length: int | None = None) -> list[Any]:
-    """One reward function per component (TRL logs `rewards/verifier_<component>/mean` for each), or one in all.
-    `max_completion_length` (GRPOConfig's) is the `max_tokens` of overlong and length."""
-    kind = AsyncVerifierReward if args.async_rewards else VerifierReward
-    options = component_options(args, max_completion_length)
+def reward_functions(
+    args: VerifierScriptArguments,
+    max_completion_length: int | None = None,
+    reward_weights: Sequence[float] | None = None,
+) -> list[Any]:
+    """One reward function per component (TRL logs `rewards/verifier_<component>/mean` for each), all scored in one
+    request per batch (`VerifierRewards`); or, with --combined_reward, one for all. `max_completion_length`
+    (GRPOConfig's) is the `max_tokens` of overlong and length; `reward_weights` (GRPOConfig's) are the weights TRL
+    gives the functions, which the verifier's order guard checks."""
+    components = args.reward_components
+    if len(set(components)) != len(components):
+        raise ValueError(f"--reward_components names a component twice: {' '.join(components)}")
     common: dict[str, Any] = {
         "base_url": args.verifier_url,
         "api_key": api_key_or_env(args.verifier_api_key),
-        "format_options": FormatOptions(prefilled=args.format_prefilled),
+        "options": component_options(args, max_completion_length),
         "options_column": "options" if args.options_column else None,
+        "allow_order_inversion": args.allow_order_inversion,
         "max_consecutive_failures": args.max_consecutive_failures,
     }
-    groups = [args.reward_components] if args.combined_reward else [[name] for name in args.reward_components]
-    return [
-        kind(group if len(group) > 1 else group[0], options=sent_options(group, options), **common) for group in groups
-    ]
-
-
-def sent_options(group: Sequence[str], options: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The options of the components a reward function for `group` sends: its own, and length's source."""
-    sent = set(group) | ({options["length"].get("correct_from") or "math"} if "length" in group else set())
-    return {name: values for name, values in options.items() if name in sent}
-
-
-def correctness_source(components: Sequence[str]) -> str:
-    """The component length reads correctness from: the first correctness component rewarded, else math."""
-    return next((name for name in components if name in PRIMARIES), "math")
+    if args.combined_reward:
+        kind = AsyncVerifierReward if args.async_rewards else VerifierReward
+        return [kind(components if len(components) > 1 else components[0], **common)]
+    group = VerifierRewards(components, reward_weights=reward_weights, asynchronous=args.async_rewards, **common)
+    return list(group.functions)
 
 
 def component_options(args: VerifierScriptArguments, max_completion_length: int | None) -> dict[str, dict[str, Any]]:
-    """The options the script sets (max_tokens from the generation cap, length's correctness source), under the
-    user's `--reward_options`."""
+    """The options the script sets (max_tokens from the generation cap, length's correctness source, format's
+    prefilled tag), under the user's `--reward_options`."""
     user, components = user_options(args), args.reward_components
     options: dict[str, dict[str, Any]] = {}
     for name in ("overlong", "length"):
@@ -203,10 +197,14 @@ def component_options(args: VerifierScriptArguments, max_completion_length: int 
             if max_completion_length is None:
                 raise ValueError(f"{name} needs --max_completion_length (its max_tokens)")
             options[name] = {"max_tokens": max_completion_length}
-    source = length_source(args) or correctness_source(components)
+    source = None
     if "length" in components:
+        # length reads correctness from the first correctness component rewarded, else math (sent, not rewarded)
+        source = user.get("length", {}).get("correct_from") or next((c for c in components if c in PRIMARIES), "math")
         options["length"]["correct_from"] = source
-    stray = sorted(set(user) - set(components) - ({source} if "length" in components else set()))
+    if args.format_prefilled and "format" in components:
+        options["format"] = {"prefilled": True}
+    stray = sorted(set(user) - set(components) - {source})
     if stray:
         raise ValueError(f"--reward_options names components this run does not reward: {', '.join(stray)}")
     for name, values in user.items():
@@ -223,40 +221,20 @@ def user_options(args: VerifierScriptArguments) -> dict[str, dict[str, Any]]:
     return options
 
 
-def length_source(args: VerifierScriptArguments) -> str | None:
-    """The component length reads correctness from in this run when `--reward_options` names it."""
-    return user_options(args).get("length", {}).get("correct_from") if "length" in args.reward_components else None
+def check_item(reward: Any) -> ScoreItem:
+    """One item that asks for everything a reward function sends, with the options the run uses: the verifier must
+    take it (the API key, the options, and code scoring when code is rewarded, which a math-only verifier refuses)
+    before anything heavy loads. It is right for every correctness component, and short."""
+    spec = reward.spec
+    completion = "<think>a check</think>The answer is \\boxed{1}.\n```python\nprint(1)\n```"
+    item = template_item(spec.sent, spec.options, spec.item_weights, spec.allow_order_inversion, completion)
+    return item.model_copy(update={"completion_tokens": 8, "truncated": False})
 
 
-def check_item(components: Sequence[str], max_tokens: int = 256, correct_from: str | None = None) -> ScoreItem:
-    """One item that asks for every component the run rewards: the verifier must take it (the API key, and code
-    scoring when code is rewarded, which a math-only verifier refuses) before anything heavy loads. It is right for
-    every correctness component, and short. `correct_from` is length's source (default `correctness_source`); when
-    it is not rewarded it is sent with weight 0, as the length reward sends it."""
-    wanted, source = set(components), correct_from or correctness_source(components)
-    if "length" in wanted:
-        wanted.add(source)
-    program = "```python\nprint(1)\n```"
-    completion = "<think>a check</think>The answer is \\boxed{1}."
-    return ScoreItem(
-        completion=f"{completion}\n{program}" if "code" in wanted else completion,
-        completion_tokens=8,
-        truncated=False,
-        math=MathSpec(gold="1") if "math" in wanted else None,
-        code=CodeSpec(tests=[StdioTest(stdout="1")]) if "code" in wanted else None,
-        choice=ChoiceSpec(gold="A", options=("1", "2")) if "choice" in wanted else None,
-        answer=AnswerSpec(gold="1") if "answer" in wanted else None,
-        format=FormatOptions() if "format" in wanted or not wanted else None,
-        overlong=OverlongSpec(max_tokens=max_tokens) if "overlong" in wanted else None,
-        length=LengthSpec(max_tokens=max_tokens, correct_from=source) if "length" in wanted else None,
-        repetition=RepetitionSpec() if "repetition" in wanted else None,
-        weights={source: 0.0} if source in wanted - set(components) else None,
-    )
-
-
-def check_verifier(args: VerifierScriptArguments, max_completion_length: int = 256) -> None:
-    """Wait for the verifier, then have it score one item with every rewarded component (which checks the API key
-    and that it scores them), before anything heavy loads. Exits with a message naming the flag that fixes it."""
+def check_verifier(args: VerifierScriptArguments, rewards: Sequence[Any]) -> None:
+    """Wait for the verifier, then have it score one item per request the reward functions make (which checks the
+    API key, the options, and that it scores those components), before anything heavy loads. Exits with a message
+    naming the flag that fixes it."""
     api_key = api_key_or_env(args.verifier_api_key)
     logger.info(
         "checking the verifier at %s (--verifier_url): waiting up to %gs while it starts, %gs while nothing listens",
@@ -267,7 +245,7 @@ def check_verifier(args: VerifierScriptArguments, max_completion_length: int = 2
     with VerifierClient(args.verifier_url, api_key=api_key) as client:
         try:
             client.wait_until_ready(args.verifier_ready_timeout, connect_grace=args.verifier_connect_grace)
-            client.score([check_item(args.reward_components, max_completion_length, length_source(args))])
+            client.score(list({id(reward.spec): check_item(reward) for reward in rewards}.values()))
         except VerifierError as exc:
             raise SystemExit(f"error: {preflight_failure(exc, args, api_key is not None)}") from exc
     logger.info("verifier ready at %s", args.verifier_url)
@@ -306,12 +284,11 @@ def preflight_failure(error: VerifierError, args: VerifierScriptArguments, key_g
 
 
 def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_args: ModelConfig) -> None:
-    max_length = training_args.max_completion_length
     try:  # the reward functions check their options, before anything waits or loads
-        rewards = reward_functions(script_args, max_length)
+        rewards = reward_functions(script_args, training_args.max_completion_length, training_args.reward_weights)
     except (ValueError, TypeError) as exc:
         raise SystemExit(f"error: --reward_components / --reward_options: {exc}") from exc
-    check_verifier(script_args, max_length or 256)
+    check_verifier(script_args, rewards)
     if script_args.dataset_name is None:
         raise ValueError("--dataset_name is required (a hub id such as openai/gsm8k, or a local .json/.jsonl file)")
     columns = Columns(

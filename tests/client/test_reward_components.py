@@ -114,13 +114,24 @@ def test_every_reward_sends_the_length_fields(mode: str) -> None:
     assert sent_items(fake)[0]["completion_tokens"] == 3 and sent_items(fake)[0]["truncated"] is False
 
 
+def test_a_lone_overlong_reward_with_on_truncated_null_warns(caplog: pytest.LogCaptureFixture) -> None:
+    """TRL adds a None reward as 0 (nansum), overlong's best score, when other functions score the completion."""
+    with caplog.at_level("WARNING", logger="trainer_client"):
+        VerifierReward("overlong", max_tokens=10, on_truncated="null")
+    assert "mask_truncated_completions" in caplog.text and "VerifierRewards" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="trainer_client"):
+        VerifierReward(["math", "overlong"], options={"overlong": {"max_tokens": 10, "on_truncated": "null"}})
+    assert not caplog.text
+
+
 # --------------------------------------------------------------------------- options
 
 
 def test_keyword_options_land_in_the_components_spec(mode: str) -> None:
     fake = FakeVerifier()
     cases: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
-        ("overlong", {"max_tokens": 1024, "buffer_tokens": 200, "on_truncated": "null"}, {}),
+        ("overlong", {"max_tokens": 1024, "buffer_tokens": 200, "penalty": 0.5}, {}),
         ("length", {"mode": "cosine", "max_tokens": 1024, "correct_long": 0.25}, {"solution": ["1"]}),
         ("repetition", {"n": 4, "scope": "answer", "units": "words"}, {}),
         ("choice", {"letters": "ABCDE"}, {"solution": ["B"]}),
@@ -207,15 +218,17 @@ def test_the_length_reward_sends_math_with_weight_zero(mode: str) -> None:
         "options": MathOptions(boxed_priority=50).model_dump(mode="json", exclude_none=True),
     }
     assert first["weights"] == {"math": 0.0} and first["length"]["max_tokens"] == 100
-    # what the server validates, its order guard included, takes these items
-    assert [ScoreItem.model_validate(item).order_inversions() for item in (first, second)] == [[], []]
+    # the server's validation, its order guard included (not switched off), takes these items
+    assert first["allow_order_inversion"] is False
+    for item in (first, second):
+        ScoreItem.model_validate(item)
 
 
 def test_a_weight_zero_primary_with_cosine_passes_the_servers_order_guard() -> None:
     reward = VerifierReward("length", max_tokens=100)
-    item = ScoreItem(completion="", math={"gold": "1"}, length={"max_tokens": 100}, weights=reward.spec.item_weights)
-    assert item.order_inversions() == []
-    # and with a weight of zero on math, length must itself rank right above wrong: an inverted one is refused
+    assert reward.spec.item_weights == {"math": 0.0}
+    ScoreItem(completion="", math={"gold": "1"}, length={"max_tokens": 100}, weights=reward.spec.item_weights)
+    # with a weight of zero on math, length must itself rank right above wrong: an inverted one is refused
     with pytest.raises(ValueError, match=r"wrong answer scores at least as much.*allow_order_inversion=True"):
         VerifierReward("length", max_tokens=100, correct_long=-0.6)
 

@@ -24,6 +24,7 @@ from trainer_client import (
     VerifierUnavailableError,
 )
 from trainer_client.metrics import VERDICTS
+from verifier_service.schema import ComponentResult, ItemResult, ScoreItem
 
 URL = "http://verifier.test"
 # How the installed TRL names reward functions and detects async ones (TRL < 1.13: `__name__` and
@@ -327,11 +328,24 @@ def test_a_call_with_any_reward_resets_the_failure_count(mode: str) -> None:
     assert call(reward, completions=["1"], solution=["1"]) == [None]  # 2 in a row since the reset: no raise
 
 
-def test_calls_where_nothing_could_be_judged_count_as_failed(mode: str) -> None:
+def crashed(item: ScoreItem) -> ItemResult:
+    """Every item null because the verifier failed on it (a worker died)."""
+    failed = ComponentResult(score=None, verdict="worker_crashed")
+    return ItemResult(id=item.id, reward=None, status="error", components={"math": failed})
+
+
+def test_calls_where_the_verifier_failed_on_every_item_count_as_failed(mode: str) -> None:
+    reward = make_reward(mode, FakeVerifier(rule=crashed), "math", max_consecutive_failures=2)
+    assert call(reward, completions=["1"], solution=["1"]) == [None]
+    with pytest.raises(VerifierUnavailableError, match="failed on every item"):
+        call(reward, completions=["1"], solution=["1"])
+
+
+def test_items_the_data_leaves_unjudgeable_do_not_count_as_failures(mode: str) -> None:
+    """An unparseable gold is the dataset's problem: a run of such batches must not stop training."""
     reward = make_reward(mode, FakeVerifier(), "math", max_consecutive_failures=2)
-    assert call(reward, completions=["1"], solution=[UNJUDGEABLE]) == [None]
-    with pytest.raises(VerifierUnavailableError, match="judged nothing"):
-        call(reward, completions=["1"], solution=[UNJUDGEABLE])
+    for _ in range(5):
+        assert call(reward, completions=["1"], solution=[UNJUDGEABLE]) == [None]
 
 
 def test_none_never_raises_when_the_policy_is_off(mode: str) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from tests.client.tiny_model import gsm8k_rows, mbpp_rows, write_jsonl
 from tests.conftest import ROOT, Server, free_port, running_server
-from trainer_client import AsyncVerifierReward, VerifierReward
+from trainer_client import AsyncVerifierReward
 from trainer_client.data import (
     ANSWER_SYSTEM_PROMPT,
     CHOICE_SYSTEM_PROMPT,
@@ -27,6 +27,7 @@ from trainer_client.data import (
 )
 from trainer_client.gsm8k import SYSTEM_PROMPT, gold_answer, load_gsm8k
 from trainer_client.metrics import VERDICTS
+from trainer_client.reward_group import ComponentReward
 from verifier_service.schema import COMPONENTS, PRIMARIES
 
 # transformers 5 renamed gradient checkpointing; TRL 1.16's GRPOConfig still sets the old name.
@@ -215,9 +216,9 @@ def test_flags_and_a_yaml_config_parse_into_trl_configs(tmp_path: Path) -> None:
     assert training.num_generations == 4 and training.max_steps == 3  # the command line wins over the file
     assert training.use_cpu is True and training.bf16 is False and training.use_vllm is False
     rewards = reward_functions(script)
-    assert [type(r) for r in rewards] == [VerifierReward, VerifierReward]
+    assert [type(r) for r in rewards] == [ComponentReward, ComponentReward]
     assert [r.__name__ for r in rewards] == ["verifier_math", "verifier_format"]
-    assert all(r.base_url == "http://verifier:8088" for r in rewards)
+    assert all(r.group.scorer.base_url == "http://verifier:8088" for r in rewards)
 
 
 @pytest.mark.filterwarnings(TRL_DEPRECATION)
@@ -231,8 +232,7 @@ def test_combined_async_rewards_and_an_api_key_from_the_environment(
     script, _, _ = make_parser().parse_args_and_config(args=[*argv, *CPU, "--output_dir", str(tmp_path)])
     [reward] = reward_functions(script)
     assert isinstance(reward, AsyncVerifierReward) and reward.spec.components == ("math", "format")
-    assert reward.api_key == "from-env" and reward.spec.format_options.prefilled is True
-    assert reward.spec.options["format"] == {"prefilled": True}
+    assert reward.api_key == "from-env" and reward.spec.options["format"] == {"prefilled": True}
 
 
 @pytest.mark.filterwarnings(TRL_DEPRECATION)
@@ -262,17 +262,45 @@ def test_every_component_is_a_reward_and_the_cap_is_max_tokens(tmp_path: Path) -
     script, training = parse(tmp_path, "--reward_components", *components, "--max_completion_length", "96")
     rewards = reward_functions(script, training.max_completion_length)
     assert [r.__name__ for r in rewards] == [f"verifier_{name}" for name in components]
-    by_name = {r.__name__: r.spec for r in rewards}
-    assert by_name["verifier_overlong"].options == {"overlong": {"max_tokens": 96}}
-    assert by_name["verifier_length"].options == {"length": {"max_tokens": 96, "correct_from": "math"}}
-    assert by_name["verifier_length"].sent == ("length", "math") and by_name["verifier_repetition"].options == {}
-    assert by_name["verifier_format"].format_options.prefilled is False
+    [spec] = {id(r.spec): r.spec for r in rewards}.values()  # one group: one request per batch for all of them
+    assert spec.options["overlong"] == {"max_tokens": 96} and "repetition" not in spec.options
+    assert spec.options["length"] == {"max_tokens": 96, "correct_from": "math"} and "format" not in spec.options
+    assert spec.sent == tuple(components) and spec.item_weights is None
     for name in ("choice", "answer", "code"):  # each correctness component may be what length reads
         script, training = parse(tmp_path, "--reward_components", "length", name, "--max_completion_length", "8")
         [length, _] = reward_functions(script, training.max_completion_length)
-        assert length.spec.sent == ("length", name) and length.spec.item_weights == {name: 0.0}
+        assert length.spec.sent == ("length", name) and length.spec.options["length"]["correct_from"] == name
+    script, training = parse(tmp_path, "--reward_components", "format", "length", "--max_completion_length", "8")
+    assert reward_functions(script, 8)[0].spec.item_weights == {"math": 0.0}  # read, not rewarded
     with pytest.raises(ValueError, match="overlong needs --max_completion_length"):
         reward_functions(parse(tmp_path, "--reward_components", "overlong")[0], None)
+    with pytest.raises(ValueError, match="names a component twice: math math"):
+        reward_functions(parse(tmp_path, "--reward_components", "math", "math")[0], None)
+
+
+@pytest.mark.filterwarnings(TRL_DEPRECATION)
+def test_the_order_guard_sees_the_reward_weights_and_can_be_told_not_to(tmp_path: Path) -> None:
+    from trainer_client.train import reward_functions
+
+    target = ["--reward_options", '{"length": {"mode": "target", "target_tokens": 30}}']
+    script, _training = parse(
+        tmp_path, "--reward_components", "math", "length", "--max_completion_length", "64", *target
+    )
+    reward_functions(script, 64)  # math at weight 1 outweighs a length that pays a wrong answer as much as a right one
+    with pytest.raises(ValueError, match="wrong answer scores at least as much"):
+        reward_functions(script, 64, [0.0, 1.0])
+    script.allow_order_inversion = True
+    assert reward_functions(script, 64, [0.0, 1.0])[1].spec.allow_order_inversion is True
+
+
+@pytest.mark.filterwarnings(TRL_DEPRECATION)
+def test_reward_options_win_over_the_scripts_own_settings(tmp_path: Path) -> None:
+    from trainer_client.train import reward_functions
+
+    script, _ = parse(tmp_path, "--reward_components", "math", "format", "--format_prefilled", "true")
+    assert reward_functions(script)[1].spec.options["format"] == {"prefilled": True}
+    script.reward_options = '{"format": {"prefilled": false, "tag": "reasoning"}}'
+    assert reward_functions(script)[1].spec.options["format"] == {"prefilled": False, "tag": "reasoning"}
 
 
 @pytest.mark.filterwarnings(TRL_DEPRECATION)
@@ -282,8 +310,8 @@ def test_reward_options_from_flags_and_yaml_win_and_a_typo_fails(tmp_path: Path)
     options = '{"overlong": {"buffer_tokens": 16}, "length": {"correct_from": "answer"}, "answer": {"match": "f1"}}'
     script, training = parse(tmp_path, "--reward_components", "overlong", "length", "--reward_options", options)
     overlong, length = reward_functions(script, training.max_completion_length)
-    assert overlong.spec.options == {"overlong": {"max_tokens": training.max_completion_length, "buffer_tokens": 16}}
-    assert length.spec.sent == ("length", "answer") and length.spec.options["answer"] == {"match": "f1"}
+    assert overlong.spec.options["overlong"] == {"max_tokens": training.max_completion_length, "buffer_tokens": 16}
+    assert length.spec.sent == ("overlong", "length", "answer") and length.spec.options["answer"] == {"match": "f1"}
     config = tmp_path / "run.yaml"
     config.write_text("reward_components: [repetition]\nreward_options:\n  repetition:\n    n: 5\n")
     [repetition] = reward_functions(parse(tmp_path, "--config", str(config))[0])
@@ -314,11 +342,15 @@ def test_a_combined_reward_holds_every_component_and_passes_the_order_guard(tmp_
         assert reward.spec.sent == (sent or tuple(components)) and reward.spec.item_weights == weights
 
 
-def test_the_pre_flight_item_asks_for_every_rewarded_component() -> None:
-    from trainer_client.train import check_item
+@pytest.mark.filterwarnings(TRL_DEPRECATION)
+def test_the_pre_flight_item_asks_for_what_the_rewards_send_with_their_options(tmp_path: Path) -> None:
+    from trainer_client.train import check_item, reward_functions
 
-    for components in [*([name] for name in COMPONENTS), list(COMPONENTS), ["format", "length"], ["code", "length"]]:
-        item = check_item(components, max_tokens=64)
+    runs = [*([name] for name in COMPONENTS), list(COMPONENTS), ["format", "length"], ["code", "length"]]
+    for components in runs:
+        script, _training = parse(tmp_path, "--reward_components", *components, "--max_completion_length", "64")
+        script.reward_options = '{"repetition": {"n": 4}}' if "repetition" in components else None
+        [item] = {id(r.spec): check_item(r) for r in reward_functions(script, 64)}.values()
         assert set(components) <= set(item.requested()), components
         assert item.completion_tokens is not None and item.truncated is False
         if "length" in components:
@@ -328,19 +360,23 @@ def test_the_pre_flight_item_asks_for_every_rewarded_component() -> None:
             assert (item.weights or {}).get(source, 1.0) == (1.0 if source in components else 0.0)
         if "overlong" in components:
             assert item.overlong is not None and item.overlong.max_tokens == 64
-    assert check_item(["length"], correct_from="answer").requested() == ["answer", "length"]
-    assert check_item(["math"]).requested() == ["math"] and check_item(["format"]).requested() == ["format"]
+        if "repetition" in components:
+            assert item.repetition is not None and item.repetition.n == 4  # the run's own options
 
 
-def test_the_pre_flight_item_is_right_for_every_component(server: Server) -> None:
+@pytest.mark.filterwarnings(TRL_DEPRECATION)
+def test_the_pre_flight_item_is_right_for_every_component(server: Server, tmp_path: Path) -> None:
     """The verifier answers it with the verdicts the end-to-end tests subtract (PREFLIGHT_VERDICTS)."""
     from trainer_client.client import VerifierClient
-    from trainer_client.train import check_item
+    from trainer_client.train import check_item, reward_functions
 
+    components = [c for c in COMPONENTS if c != "code"]
+    script, _ = parse(tmp_path, "--reward_components", *components, "--max_completion_length", "64")
+    [item] = {id(r.spec): check_item(r) for r in reward_functions(script, 64)}.values()
     with VerifierClient(server.url) as client:
-        [result] = client.score([check_item([c for c in COMPONENTS if c != "code"], max_tokens=64)])
+        [result] = client.score([item])
     verdicts = {name: part.verdict for name, part in result.components.items()}
-    assert verdicts == {name: PREFLIGHT_VERDICTS[name] for name in COMPONENTS if name != "code"}
+    assert verdicts == {name: PREFLIGHT_VERDICTS[name] for name in components}
     assert result.status == "ok"
 
 
@@ -390,7 +426,7 @@ def test_main_gives_the_rewards_the_trainers_token_ids_and_the_data_their_column
     data = write_jsonl(tmp_path / "mmlu.jsonl", rows)
     monkeypatch.setattr(train_module, "GRPOTrainer", FakeTrainer)
     checked: list[Any] = []
-    monkeypatch.setattr(train_module, "check_verifier", lambda args, max_tokens: checked.append(max_tokens))
+    monkeypatch.setattr(train_module, "check_verifier", lambda args, rewards: checked.append(rewards))
     argv = ["--dataset_name", str(data), "--model_name_or_path", "m", "--options_column", "choices"]
     argv += ["--reward_components", "choice", "length", "overlong", "--max_completion_length", "48"]
     script, training, model = train_module.make_parser().parse_args_and_config(
@@ -399,7 +435,7 @@ def test_main_gives_the_rewards_the_trainers_token_ids_and_the_data_their_column
     train_module.main(script, training, model)
     [trainer] = FakeTrainer.made
     FakeTrainer.made.clear()
-    assert checked == [48]
+    assert checked == [trainer.kwargs["reward_funcs"]]
     assert trainer.stops_at_train == [StopTokens((2, 9), 0)] * 3
     [row] = trainer.kwargs["train_dataset"]
     assert row["solution"] == "B" and row["options"] == ["4", "7"]
@@ -574,9 +610,9 @@ def test_grpo_trains_two_steps_on_cpu_scored_by_the_verifier(
 ) -> None:
     steps = train_and_read_logs(e2e_server, tiny_model, tmp_path)
     counters = server_counters(e2e_server)
-    # 2 steps x 2 reward functions, each one request with the step's 4 completions
-    assert counters['verifier_requests_total{status="200"}'] == 4 + PREFLIGHT
-    assert sum(v for k, v in counters.items() if k.startswith("verifier_items_total")) == 16 + PREFLIGHT
+    # 2 steps, one request each with the step's 4 completions, which both reward functions read
+    assert counters['verifier_requests_total{status="200"}'] == 2 + PREFLIGHT
+    assert sum(v for k, v in counters.items() if k.startswith("verifier_items_total")) == 8 + PREFLIGHT
     for entry in steps:
         for name in ("verifier_math", "verifier_format"):
             assert f"rewards/{name}/mean" in entry
@@ -648,8 +684,9 @@ def test_grpo_with_the_length_shaping_rewards(e2e_server: Server, tiny_model_sto
         assert_logged_rates_are_the_servers(steps, counters, f"verifier_{name}", name)
         for entry in steps:
             assert f"rewards/verifier_{name}/mean" in entry and entry[f"verifier_{name}/null_rate"] == 0.0
-    # math: its own reward's 8 items, and the 8 the length reward sends with weight 0 (plus the pre-flight's)
-    assert sum(verdict_counts(counters, "math").values()) == 16 + PREFLIGHT
+    # math judged once per completion: the length reward reads the math result the accuracy reward returns
+    assert sum(verdict_counts(counters, "math").values()) == 8 + PREFLIGHT
+    assert counters['verifier_requests_total{status="200"}'] == 2 + PREFLIGHT
     # what TRL counts as clipped (the last id neither one of its EOS ids nor pad) is what the verifier was told
     clipped = sum(entry["completions/clipped_ratio"] * 4 for entry in steps)
     assert 0 < clipped < 8  # both kinds, or this test would not tell them apart
@@ -673,13 +710,13 @@ def test_grpo_on_mmlu_style_data_with_the_choice_reward(e2e_server: Server, tiny
     steps, out = train(e2e_server, tiny_model, tmp_path, data, *flags)
     counters = server_counters(e2e_server)
     assert_logged_rates_are_the_servers(steps, counters, "verifier_length", "length")
-    # the length reward reads correctness from choice, which it sends too (weight 0) for the same completions: the
-    # server judged each completion's choice twice, the same way, and math never
+    # the length reward reads correctness from choice, in the same item: each completion's choice judged once,
+    # and math never
     choice = verdict_counts(counters, "choice")
     choice[PREFLIGHT_VERDICTS["choice"]] -= PREFLIGHT
-    assert sum(choice.values()) == 16 and not verdict_counts(counters, "math")
+    assert sum(choice.values()) == 8 and not verdict_counts(counters, "math")
     for verdict, count in choice.items():
-        assert 2 * sum(entry[f"verifier_choice/choice/{verdict}"] * 4 for entry in steps) == pytest.approx(count)
+        assert sum(entry[f"verifier_choice/choice/{verdict}"] * 4 for entry in steps) == pytest.approx(count)
     import pandas
 
     frame = pandas.read_parquet(sorted((out / "completions").glob("completions_*.parquet"))[-1])
