@@ -164,25 +164,23 @@ class Engine:
 
     async def _texts_in_workers(self, items: list[ScoreItem], deadline: float) -> list[dict[str, ComponentResult]]:
         """The items' text components, scored by the worker pool in chunks (about two per worker). A chunk whose
-        worker failed is scored here instead; one still running at the batch deadline is null."""
+        worker failed is scored here instead; one not finished at the batch deadline is null."""
         size = max(WORKER_TEXT_ITEMS // 2, -(-len(items) // (2 * self.pool.size)))
         chunks = [items[start : start + size] for start in range(0, len(items), size)]
         timeout = max(0.001, deadline - asyncio.get_running_loop().time())
-        outcomes = await asyncio.gather(
-            *(self.pool.run(TextTask.of(chunk), timeout_s=timeout) for chunk in chunks), return_exceptions=True
-        )
+        runs = [asyncio.ensure_future(self.pool.run(TextTask.of(chunk), timeout_s=timeout)) for chunk in chunks]
+        done = await _finished_by(runs, deadline)
         found: list[dict[str, ComponentResult]] = []
-        for chunk, outcome in zip(chunks, outcomes, strict=True):
-            if isinstance(outcome, TaskTimeout):
-                late = failed(
-                    Verdict.DEADLINE_EXCEEDED, f"the batch did not finish within {self.settings.batch_timeout_s}s"
-                )
-                found.extend({name: late for name in text_components(item)} for item in chunk)
-            elif isinstance(outcome, BaseException):
-                log.warning("a worker failed on text components (%s); scoring them here", outcome)
-                found.extend(score_texts(chunk))
+        for chunk, run in zip(chunks, runs, strict=True):
+            if run not in done or isinstance(run.exception(), TaskTimeout):
+                late = self._deadline_exceeded()
+                failure = failed(late.verdict, late.detail or "")
+                found.extend({name: failure for name in text_components(item)} for item in chunk)
+            elif run.exception() is not None:
+                log.warning("a worker failed on text components (%s); scoring them here", run.exception())
+                found.extend(await asyncio.to_thread(score_texts, chunk))
             else:
-                found.extend(results_of(outcome))
+                found.extend(results_of(run.result()))
         return found
 
     def _prepare_math(self, batch: _Batch, index: int, completion: str, spec: MathSpec) -> None:
