@@ -10,12 +10,11 @@ whole reward: its order guard checks the weights TRL applies (`reward_weights`),
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainer_client.reward_core import DEFAULT_NAMES, Batch, RewardSpec
-from trainer_client.rewards import AsyncVerifierReward, VerifierReward
+from trainer_client.rewards import AsyncVerifierReward, CoroutineFunctionLike, VerifierReward
 from verifier_service.schema import ItemResult
 
 Answer = tuple[Batch, list[ItemResult | None]]
@@ -117,20 +116,8 @@ class ComponentReward:
         return f"{type(self).__name__}({self.component!r}, of {list(self.group.scorer.spec.components)})"
 
 
-class AsyncComponentReward(ComponentReward):
-    """The async twin of `ComponentReward` (as `AsyncVerifierReward`, it looks like a coroutine function to
-    `inspect`, as older TRL versions test)."""
-
-    __defaults__ = None
-    __kwdefaults__ = None
-
-    @property
-    def __code__(self) -> Any:
-        return type(self).__call__.__code__
-
-    @property
-    def __signature__(self) -> inspect.Signature:
-        return inspect.signature(self.__call__)
+class AsyncComponentReward(CoroutineFunctionLike, ComponentReward):
+    """The async twin of `ComponentReward`, a coroutine function to TRL as `AsyncVerifierReward` is."""
 
     async def __call__(  # type: ignore[override]
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any

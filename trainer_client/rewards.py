@@ -219,13 +219,28 @@ class VerifierReward(_RewardBase[VerifierClient]):
             self._client = None
 
 
-class AsyncVerifierReward(_RewardBase[AsyncVerifierClient]):
-    """The async twin of `VerifierReward`: same arguments and results; TRL awaits it on its event loop.
+class CoroutineFunctionLike:
+    """An object whose async `__call__` makes `inspect.iscoroutinefunction(obj)` true: TRL (before 1.13, and other
+    trainers) detects async reward functions with exactly that call, which looks at the object itself, not its
+    `__call__`. So the object carries the attributes `inspect` reads from a function (`__code__` of the async
+    `__call__`, `__defaults__`, `__kwdefaults__`), the duck typing that `inspect` documents for Cython functions."""
 
-    `inspect.iscoroutinefunction(reward)` is true: TRL (before 1.13, and other trainers) detects async reward
-    functions with exactly that call, which looks at the object itself, not its `__call__`. So the object carries
-    the attributes `inspect` reads from a function (`__code__` of the async `__call__`, `__defaults__`,
-    `__kwdefaults__`), the duck typing that `inspect` documents for Cython functions.
+    __defaults__ = None
+    __kwdefaults__ = None
+    __call__: Any  # the subclass's async __call__
+
+    @property
+    def __code__(self) -> Any:
+        return type(self).__call__.__code__
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return inspect.signature(self.__call__)
+
+
+class AsyncVerifierReward(CoroutineFunctionLike, _RewardBase[AsyncVerifierClient]):
+    """The async twin of `VerifierReward`: same arguments and results; TRL awaits it on its event loop, and sees it
+    as a coroutine function (`CoroutineFunctionLike`).
 
     >>> import asyncio, inspect
     >>> reward = AsyncVerifierReward("format", base_url=VERIFIER_URL)
@@ -235,17 +250,7 @@ class AsyncVerifierReward(_RewardBase[AsyncVerifierClient]):
     [1.0]
     """
 
-    __defaults__ = None
-    __kwdefaults__ = None
     _client_loop: asyncio.AbstractEventLoop | None = None
-
-    @property
-    def __code__(self) -> Any:
-        return type(self).__call__.__code__
-
-    @property
-    def __signature__(self) -> inspect.Signature:
-        return inspect.signature(self.__call__)
 
     async def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any

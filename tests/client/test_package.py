@@ -36,6 +36,7 @@ DOCUMENTED = [
     "trainer_client.tokens",
     "trainer_client.metrics",
     "trainer_client.rewards",
+    "trainer_client.reward_group",
     "trainer_client.gsm8k",
     "trainer_client.data",
     "trainer_client.readiness",
