@@ -275,8 +275,8 @@ def _judged_or_503(results: list[ItemResult], config: CompatConfig) -> None:
     if why is not None and config.on_unjudged is None:
         raise HTTPException(
             503,
-            f"the verifier could not judge this sample ({why}); to give such samples a stand-in reward instead, "
-            "flagged verifier_judged=0, add on_unjudged=<reward> to the URL's query",
+            f"the verifier could not judge this sample: {why}. To give such samples a stand-in reward instead "
+            "(flagged verifier_judged=0), add on_unjudged=<reward> to the URL's query",
         )
 
 
