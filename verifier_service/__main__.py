@@ -9,6 +9,7 @@ import uvicorn
 
 from verifier_service.app import create_app
 from verifier_service.settings import VerifierSettings
+from verifier_service.url_key import HideUrlKeys
 
 PROBES = ("/healthz", "/readyz")
 
@@ -28,7 +29,9 @@ def serve(settings: VerifierSettings) -> None:
     config = uvicorn.Config(
         create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level, loop="asyncio"
     )
-    logging.getLogger("uvicorn.access").addFilter(NoProbes())  # after uvicorn.Config, which sets up its loggers
+    access = logging.getLogger("uvicorn.access")  # after uvicorn.Config, which sets up its loggers
+    access.addFilter(NoProbes())
+    access.addFilter(HideUrlKeys())  # the key has left the path before uvicorn logs it (url_key.py); and if not
     # What the imports made lives as long as the process: out of the garbage collector's sight, a full collection
     # walks only what requests made (a 512-item batch with every component otherwise pays ~10 ms for one).
     gc.freeze()

@@ -12,6 +12,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi_offline import FastAPIOffline
 
 from verifier_service import __version__
+from verifier_service.compat import SCORE_PATHS, install_compat
 from verifier_service.errors import install_error_handlers
 from verifier_service.limits import BodySizeLimit
 from verifier_service.metrics import CountResponses, Metrics
@@ -19,6 +20,7 @@ from verifier_service.routes import router
 from verifier_service.runtime import Runtime
 from verifier_service.schema import ScoreRequest, ScoreResponse
 from verifier_service.settings import VerifierSettings
+from verifier_service.url_key import UrlKey
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +49,12 @@ def create_app(settings: VerifierSettings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.metrics = Metrics()
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
-    app.add_middleware(CountResponses, metrics=app.state.metrics, path="/v1/score")  # outermost: sees every answer
+    # Counts every answer to a score request (/v1/score and the trainer routes), whoever produced it.
+    app.add_middleware(CountResponses, metrics=app.state.metrics, paths=frozenset({"/v1/score", *SCORE_PATHS}))
+    app.add_middleware(UrlKey)  # outermost: an API key in the URL leaves it before anything else sees the request
     install_error_handlers(app)
     app.include_router(router)
+    install_compat(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
@@ -59,7 +64,10 @@ def log_auth(settings: VerifierSettings) -> None:
     if settings.api_key is None:
         log.info("auth: off (no VERIFIER_API_KEY): anyone who can reach %s:%d can score", settings.host, settings.port)
     else:
-        log.info("auth: on (VERIFIER_API_KEY): /v1/score needs 'Authorization: Bearer <key>'")
+        log.info(
+            "auth: on (VERIFIER_API_KEY): /v1/score needs 'Authorization: Bearer <key>'; the trainer routes take it "
+            "there or in the URL (/v1/compat/key/<key>/...)"
+        )
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -22,9 +23,14 @@ CLIENT_CLOSED = 499  # nginx's code for "the client closed the request": only co
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
     found = list(exc.errors())
-    errors = describe(found)
+    return invalid_request(describe(found), len(found))
+
+
+def invalid_request(errors: list[dict[str, Any]], found: int) -> JSONResponse:
+    """The 422 answer: the first few problems in `detail`, each of them (described, at most MAX_ERRORS) in `errors`;
+    `found` counts them all."""
     shown = "; ".join(f"{e['loc']}: {e['msg']}" for e in errors[:SHOWN_IN_DETAIL])
-    more = f" (and {len(found) - SHOWN_IN_DETAIL} more)" if len(found) > SHOWN_IN_DETAIL else ""
+    more = f" (and {found - SHOWN_IN_DETAIL} more)" if found > SHOWN_IN_DETAIL else ""
     return JSONResponse(status_code=422, content={"detail": f"invalid request: {shown}{more}", "errors": errors})
 
 

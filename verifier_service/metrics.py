@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter as Tally
+from collections.abc import Collection
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -45,15 +46,15 @@ class Metrics:
 
 
 class CountResponses:
-    """ASGI middleware: count every answer to `path` by its HTTP status, whoever produced it (the route, a 401 or 422
-    from its dependencies, the body-size limit, an error handler). An unhandled error passes through here on its way
-    to Starlette's outermost middleware, which answers 500: it is counted as that."""
+    """ASGI middleware: count every answer to one of `paths` by its HTTP status, whoever produced it (the route, a 401
+    or 422 from its dependencies, the body-size limit, an error handler). An unhandled error passes through here on its
+    way to Starlette's outermost middleware, which answers 500: it is counted as that."""
 
-    def __init__(self, app: Any, metrics: Metrics, path: str) -> None:
-        self.app, self.metrics, self.path = app, metrics, path
+    def __init__(self, app: Any, metrics: Metrics, paths: Collection[str]) -> None:
+        self.app, self.metrics, self.paths = app, metrics, paths
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope.get("path") != self.path:
+        if scope["type"] != "http" or scope.get("path") not in self.paths:
             await self.app(scope, receive, send)
             return
         started = False

@@ -4,6 +4,7 @@ verifier alike."""
 
 from __future__ import annotations
 
+import functools
 import typing
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -60,6 +61,16 @@ _ALL_MODELS: list[type[BaseModel]] = [ScoreRequest, *_MODELS.values()]
 _KNOWN = frozenset(_MODELS).union(*(model.model_fields for model in _ALL_MODELS))
 
 
+@functools.cache
+def _known(root: type[BaseModel]) -> frozenset[str]:
+    """The names a location may show for errors of `root`: the request's, and those of `root` and its models (the
+    trainers' request shapes of compat_mapping)."""
+    if root is ScoreRequest:
+        return _KNOWN
+    models = _request_models(root)
+    return _KNOWN.union(models, root.model_fields, *(model.model_fields for model in models.values()))
+
+
 def _model_at(loc: Sequence[Any], root: type[BaseModel]) -> type[BaseModel]:
     for part in reversed(loc):
         if isinstance(part, str) and part in _MODELS:
@@ -67,8 +78,8 @@ def _model_at(loc: Sequence[Any], root: type[BaseModel]) -> type[BaseModel]:
     return root
 
 
-def _where(loc: Sequence[Any], top: str) -> str:
-    parts = [str(p) if isinstance(p, int) or p in _KNOWN else "*" for p in loc]
+def _where(loc: Sequence[Any], top: str, known: frozenset[str] = _KNOWN) -> str:
+    parts = [str(p) if isinstance(p, int) or p in known else "*" for p in loc]
     return ".".join(parts) or top
 
 
@@ -88,7 +99,7 @@ def _describe_one(error: Mapping[str, Any], root: type[BaseModel], top: str) -> 
     if "[key]" in loc:  # a dict key: the element before it is the key the client sent
         loc = loc[: loc.index("[key]") - 1]
         msg = f"a key: {msg}"
-    return {"loc": _where(loc, top), "msg": msg[:MAX_MSG_CHARS], "type": kind}
+    return {"loc": _where(loc, top, _known(root)), "msg": msg[:MAX_MSG_CHARS], "type": kind}
 
 
 def describe(

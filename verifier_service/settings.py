@@ -14,6 +14,13 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# End-of-turn, end-of-text and padding tokens of the common chat templates (Qwen, Llama 2/3, Mistral, Phi-3, Gemma,
+# DeepSeek, gpt-oss).
+DEFAULT_SPECIAL_TOKENS = (
+    "<|im_end|>", "<|endoftext|>", "</s>", "<|eot_id|>", "<|end_of_text|>", "<|eom_id|>", "<|end|>", "<end_of_turn>",
+    "<eos>", "<|end▁of▁sentence|>", "<|return|>", "<pad>", "<|pad|>",
+)  # fmt: skip
+
 
 def _default_workers() -> int:
     return max(1, os.cpu_count() or 1)
@@ -58,6 +65,13 @@ class VerifierSettings(BaseSettings):
     max_answer_chars: int = Field(2_000, ge=1, description="Longer extracted answers are scored wrong.")
     answer_window_chars: int = Field(20_000, ge=100, description="The answer is searched in this many final chars.")
 
+    compat_special_tokens: tuple[str, ...] = Field(
+        DEFAULT_SPECIAL_TOKENS,
+        max_length=64,
+        description="Special tokens stripped from the end of a completion by the trainer routes (/v1/compat/...), "
+        "whose trainers send text decoded with them; a JSON list.",
+    )
+
     code_enabled: bool = Field(
         True, description="Score code: start the sandbox. False: a math/format-only service; code items get 422."
     )
@@ -70,6 +84,12 @@ class VerifierSettings(BaseSettings):
     def _check_deadlines(self) -> VerifierSettings:
         if self.math_timeout_s >= self.batch_timeout_s:
             raise ValueError("VERIFIER_MATH_TIMEOUT_S must be shorter than VERIFIER_BATCH_TIMEOUT_S")
+        return self
+
+    @model_validator(mode="after")
+    def _check_special_tokens(self) -> VerifierSettings:
+        if any(not token.strip() or len(token) > 64 for token in self.compat_special_tokens):
+            raise ValueError("VERIFIER_COMPAT_SPECIAL_TOKENS: each token must be 1 to 64 characters, not blank")
         return self
 
     @model_validator(mode="after")

@@ -1,0 +1,326 @@
+"""The trainers' own reward requests as score items, and their results as the answers those trainers read: OpenRLHF's
+`--reward.remote_url`, slime's `--rm-type remote_rm`, NeMo-Gym's resources-server `/verify`
+(docs/trainers-routes.md). No HTTP here: `compat.py` reads the request, calls these, scores with the engine and
+answers.
+
+What a trainer sends as its label picks the components: a string (or a number) is the gold answer of the
+components named by the URL's `components` (default math); an object, or a JSON string of one, is the item's
+component specs (`{"math": {"gold": "72"}, "format": {}}`). Extra keys are fixed per URL, whatever the label asks
+for, because the trainers build their metric columns from the first sample's keys.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from verifier_service.problems import MAX_ERRORS, describe
+from verifier_service.schema import COMPONENTS, WEIGHT_LIMIT, ItemResult, ScoreItem
+
+GOLD_COMPONENTS = ("math", "choice", "answer")  # a gold label is their `gold`
+PLAIN_COMPONENTS = ("format", "repetition")  # need no options
+JUDGED = "verifier_judged"  # 1.0, or 0.0 when the reward is a fallback (or NeMo's masked 0.0)
+STRIP_WINDOW = 4096  # special tokens are stripped from this many final characters at most
+SPEC_OR_GOLD = "a gold answer (a string or a number), or component specs (an object, or a JSON string of one)"
+_SEPARATORS = re.compile(r"[\s,+]+")  # OpenRLHF splits its URL list on commas: "+" (a space, or %2B) separates too
+M = TypeVar("M", bound=BaseModel)
+
+
+class Invalid(Exception):
+    """A request that does not say what to score: 422, each problem's location and what is allowed, never a value."""
+
+    def __init__(self, errors: list[dict[str, Any]], found: int | None = None) -> None:
+        super().__init__(errors)
+        self.errors = errors[:MAX_ERRORS]
+        self.found = len(errors) if found is None else found
+
+
+def invalid(loc: str, msg: str) -> Invalid:
+    return Invalid([{"loc": loc, "msg": msg, "type": "value_error"}])
+
+
+def parse_body(model: type[M], raw: bytes) -> M:
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        errors = exc.errors(include_input=False, include_url=False)
+        raise Invalid(describe(errors, root=model), len(errors)) from None
+
+
+# The trainers' request bodies. Fields the trainers add beyond these are ignored; so are those of the dataset row
+# that NeMo-Gym sends along (and echoes back).
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class OpenRLHFRequest(_Lenient):
+    """OpenRLHF's `--reward.remote_url` request: one query per sample (the decoded prompt and response, special tokens
+    and all), its prompt and its label."""
+
+    query: list[str] = Field(..., min_length=1, description="Prompt plus response, decoded with special tokens.")
+    prompts: list[str] | None = Field(None, description="One per query: the prompt the query starts with.")
+    labels: list[Any] | None = Field(None, description=f"One per query: {SPEC_OR_GOLD}.")
+
+
+class SlimeRequest(_Lenient):
+    """slime's `--rm-type remote_rm` request."""
+
+    prompt: Any = Field(None, description="A string or a chat list; not scored.")
+    response: str = Field(..., description="The response, as decoded by slime.")
+    label: Any = Field(None, description=f"{SPEC_OR_GOLD[0].upper()}{SPEC_OR_GOLD[1:]}.")
+
+
+class NeMoGymVerifyRequest(BaseModel):
+    """NeMo-Gym's `/verify` body: the dataset row (its fields are echoed back), the Responses create parameters and
+    the Responses object whose message text is scored."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    responses_create_params: dict[str, Any]
+    response: dict[str, Any] = Field(..., description="An OpenAI Responses object; its message output text is scored.")
+    verifier: Any = Field(None, description="Component specs (an object, or a JSON string of one); wins over the gold.")
+    expected_answer: Any = Field(None, description="The gold answer (a string or a number).")
+
+
+@dataclass(frozen=True)
+class CompatConfig:
+    """A route's options, from its URL: the components a gold label is scored with (also the extra keys logged) and
+    their weights, and the reward given where the verifier cannot judge (None: fail, or mask for NeMo)."""
+
+    components: tuple[str, ...] = ("math",)
+    weights: dict[str, float] | None = None
+    on_unjudged: float | None = None
+
+    @property
+    def extra_keys(self) -> tuple[str, ...]:
+        return (JUDGED, *(f"verifier_{name}" for name in self.components))
+
+
+def parse_config(
+    components: Sequence[str] | None, weights: Sequence[str] | None, on_unjudged: str | None
+) -> CompatConfig:
+    """The URL's options, each repeatable and separated by commas, spaces or `+`.
+
+    >>> parse_config(["math+format"], ["format:0.5"], None)
+    CompatConfig(components=('math', 'format'), weights={'format': 0.5}, on_unjudged=None)
+    """
+    names = tuple(dict.fromkeys(_split(components))) or ("math",)
+    unknown = [name for name in names if name not in COMPONENTS]
+    if unknown:
+        raise invalid("?components", f"unknown component; allowed: {', '.join(COMPONENTS)}")
+    needing = [name for name in names if name not in GOLD_COMPONENTS + PLAIN_COMPONENTS]
+    if needing:
+        raise invalid(
+            "?components",
+            f"{', '.join(needing)} need options: send component specs as the label (components from the URL can "
+            f"be {', '.join(GOLD_COMPONENTS + PLAIN_COMPONENTS)})",
+        )
+    return CompatConfig(names, _weights(_split(weights)), _fallback(on_unjudged))
+
+
+def _split(values: Sequence[str] | None) -> list[str]:
+    return [part for value in values or () for part in _SEPARATORS.split(value) if part]
+
+
+def _weights(parts: list[str]) -> dict[str, float] | None:
+    weights = {}
+    for part in parts:
+        name, _, value = part.partition(":")
+        if name not in COMPONENTS:
+            raise invalid("?weights", f"each weight is component:number; components: {', '.join(COMPONENTS)}")
+        weights[name] = _number(value, "?weights", f"each weight is component:number, at most {WEIGHT_LIMIT:g} in size")
+    return weights or None
+
+
+def _fallback(value: str | None) -> float | None:
+    if value is None:
+        return None
+    return _number(value, "?on_unjudged", "the reward of a sample the verifier cannot judge: a finite number")
+
+
+def _number(text: str, loc: str, msg: str) -> float:
+    try:
+        number = float(text)
+    except ValueError:
+        raise invalid(loc, msg) from None
+    if not math.isfinite(number) or abs(number) > WEIGHT_LIMIT:
+        raise invalid(loc, msg)
+    return number
+
+
+# What is scored.
+
+
+def strip_special_tokens(text: str, tokens: Sequence[str]) -> str:
+    """The text without the special tokens (and the whitespace between them) at its end.
+
+    >>> strip_special_tokens("\\\\boxed{4}<|im_end|>\\n<|endoftext|>", ["<|im_end|>", "<|endoftext|>"])
+    '\\\\boxed{4}'
+    """
+    head, tail = text[:-STRIP_WINDOW], text[-STRIP_WINDOW:]  # bounded work, whatever the text
+    while True:
+        trimmed = tail.rstrip()
+        token = next((token for token in tokens if trimmed.endswith(token)), None)
+        if token is None:
+            return head + tail
+        tail = trimmed[: -len(token)]
+
+
+def openrlhf_completion(query: str, prompt: str | None, tokens: Sequence[str]) -> str:
+    """The response in an OpenRLHF query: what follows the prompt (the whole query when it does not start with it),
+    without trailing special tokens."""
+    response = query[len(prompt) :] if prompt and query.startswith(prompt) else query
+    return strip_special_tokens(response, tokens)
+
+
+def response_text(response: dict[str, Any]) -> str:
+    """The text of a Responses object, as NeMo-Gym's servers read it: its messages' `output_text` parts, joined.
+    Reasoning items and tool calls are not part of it."""
+    output = response.get("output")
+    if not isinstance(output, list):
+        raise invalid("response.output", "a list of Responses output items")
+    return "".join(
+        part["text"]
+        for entry in output
+        if isinstance(entry, dict) and entry.get("type") == "message" and isinstance(entry.get("content"), list)
+        for part in entry["content"]
+        if isinstance(part, dict) and part.get("type") == "output_text" and isinstance(part.get("text"), str)
+    )
+
+
+def score_item(completion: str, label: Any, config: CompatConfig, where: str) -> ScoreItem:
+    """The item for one completion: the label's specs, or its gold for the URL's components. A problem with the label
+    is located at `where`, one with the URL's options at `?weights`."""
+    spec = _spec(label, where)
+    if spec is not None:
+        if "completion" in spec:
+            raise invalid(f"{where}.completion", "the completion comes from the trainer's request, not the label")
+        return _validated({**spec, "completion": completion}, lambda loc, described: _under(where, described))
+    gold = _gold(label, where)
+    fields: dict[str, Any] = {"completion": completion}
+    for name in config.components:
+        if name in GOLD_COMPONENTS and gold is None:
+            raise invalid(where, f"{name} needs a gold answer: {SPEC_OR_GOLD}")
+        fields[name] = {"gold": gold} if name in GOLD_COMPONENTS else {}
+    if config.weights:
+        fields["weights"] = config.weights
+    return _validated(fields, lambda loc, described: "?weights" if not loc or loc[0] == "weights" else where)
+
+
+def _spec(label: Any, where: str) -> dict[str, Any] | None:
+    if isinstance(label, dict):
+        return label
+    if isinstance(label, str) and label.lstrip().startswith('{"'):  # JSON; never a LaTeX gold such as {1, 2}
+        try:
+            spec = json.loads(label)
+        except ValueError:
+            raise invalid(where, f"not valid JSON; the label is {SPEC_OR_GOLD}") from None
+        if isinstance(spec, dict):
+            return spec
+    return None
+
+
+def _gold(label: Any, where: str) -> str | None:
+    if label is None or (isinstance(label, str) and not label.strip()):
+        return None
+    if isinstance(label, str):
+        return label
+    if isinstance(label, int | float) and not isinstance(label, bool):
+        return str(label)
+    raise invalid(where, f"the label is {SPEC_OR_GOLD}")
+
+
+def _under(where: str, described: str) -> str:
+    return f"{where}.{described}" if described else where
+
+
+def _validated(fields: dict[str, Any], locate: Callable[[tuple[Any, ...], str], str]) -> ScoreItem:
+    try:
+        return ScoreItem.model_validate(fields)
+    except ValidationError as exc:
+        errors = exc.errors(include_input=False, include_url=False)
+        described = describe(errors, root=ScoreItem, top="")
+        located = [{**d, "loc": locate(tuple(e["loc"]), d["loc"])} for e, d in zip(errors, described, strict=False)]
+        raise Invalid(located, len(errors)) from None
+
+
+# What the trainers read back.
+
+
+def unjudged(results: Sequence[ItemResult]) -> str | None:
+    """Why the verifier could not judge the first result it could not judge (its null components' verdicts), or
+    None when it judged them all."""
+    for index, result in enumerate(results):
+        if result.reward is None:
+            nulls = [(name, c) for name, c in result.components.items() if c.score is None]
+            why = "; ".join(f"{name}: {c.verdict}" + (f" ({c.detail})" if c.detail else "") for name, c in nulls)
+            return f"sample {index}: {why}" if len(results) > 1 else why
+    return None
+
+
+def extras(result: ItemResult, config: CompatConfig) -> dict[str, float]:
+    """The fixed extra keys: whether the verifier judged the sample, and each URL component's score (0.0 when the
+    item does not ask for it or it is null)."""
+    found = {JUDGED: 1.0 if result.reward is not None else 0.0}
+    for name in config.components:
+        component = result.components.get(name)
+        found[f"verifier_{name}"] = component.score if component is not None and component.score is not None else 0.0
+    return found
+
+
+def reward_or_fallback(result: ItemResult, config: CompatConfig) -> float:
+    """The reward; where the verifier could not judge, the URL's fallback (the route has checked there is one)."""
+    if result.reward is not None:
+        return result.reward
+    assert config.on_unjudged is not None
+    return config.on_unjudged
+
+
+def scaled(reward: float, item: ScoreItem) -> float:
+    """The reward divided by the sum of the item's positive weights, clipped into [0, 1]: OpenRLHF's `scores`, which
+    its dynamic filtering compares with a range inside (0, 1)."""
+    weights = cast(dict[str, float], item.weights or {})  # keys are component names
+    total = sum(weight for name in item.requested() if (weight := weights.get(name, 1.0)) > 0)
+    return min(1.0, max(0.0, reward / total if total > 0 else reward))
+
+
+def openrlhf_answer(items: Sequence[ScoreItem], results: Sequence[ItemResult], config: CompatConfig) -> dict[str, Any]:
+    """`{"rewards": [...], "scores": [...], "extra_logs": {key: [...]}}`, one entry per query (the form of OpenRLHF's
+    own reward server)."""
+    rewards = [reward_or_fallback(result, config) for result in results]
+    logs = [extras(result, config) for result in results]
+    return {
+        "rewards": rewards,
+        "scores": [scaled(reward, item) for reward, item in zip(rewards, items, strict=True)],
+        "extra_logs": {key: [log[key] for log in logs] for key in config.extra_keys},
+    }
+
+
+def slime_answer(result: ItemResult, config: CompatConfig) -> dict[str, Any]:
+    """`{"reward": r, "verifier_judged": 1.0, "verifier_math": ...}`; slime reads `reward` (`--reward-key reward`)."""
+    return {"reward": reward_or_fallback(result, config), **extras(result, config)}
+
+
+def nemo_gym_answer(body: NeMoGymVerifyRequest, result: ItemResult, config: CompatConfig) -> dict[str, Any]:
+    """The body echoed, plus `reward`, `mask_sample` (true where the verifier could not judge: reward 0.0, and NeMo-RL
+    leaves the sample out of the loss), `failure_reason` and the numeric extras, which Gym aggregates."""
+    echoed = body.model_dump(exclude_unset=True)
+    masked = result.reward is None
+    if isinstance(echoed.get("instance_config"), dict):  # where NeMo-RL reads the mask
+        echoed["instance_config"] = {**echoed["instance_config"], "mask_sample": masked}
+    reason = unjudged([result])
+    return {
+        **echoed,
+        "reward": 0.0 if result.reward is None else result.reward,
+        "mask_sample": masked,
+        "failure_reason": f"the verifier could not judge this sample: {reason}" if reason else None,
+        **extras(result, config),
+    }
