@@ -18,6 +18,7 @@ from trainer_client.errors import (
     VerifierStatusError,
     VerifierTimeoutError,
     VerifierUnavailableError,
+    VerifierUnjudgedError,
 )
 from trainer_client.rewards import AsyncVerifierReward, VerifierReward
 
@@ -38,4 +39,5 @@ __all__ = [
     "VerifierStatusError",
     "VerifierTimeoutError",
     "VerifierUnavailableError",
+    "VerifierUnjudgedError",
 ]
