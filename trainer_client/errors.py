@@ -18,11 +18,26 @@ Errors are translated at the seam, `raise map_httpx_error(exc) from exc`, so the
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 
 
 class VerifierError(Exception):
     """Base class of every error the trainer client raises."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Ray and multiprocessing hand exceptions between processes by pickling them. The default rebuilds them as
+        # cls(*args), which fails for subclasses with keyword-only arguments (status_code=, verdicts=): Ray then
+        # reports an UnserializableException instead of this error. Rebuild without calling __init__.
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls: type[VerifierError], args: tuple[Any, ...], state: dict[str, Any]) -> VerifierError:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class VerifierUnavailableError(VerifierError):

@@ -186,3 +186,16 @@ def test_the_adapters_import_no_trainer_and_no_heavy_package() -> None:
     code = f"import json, sys; {imports}; print(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
+
+
+def test_verifier_errors_survive_pickling_as_ray_sends_them() -> None:
+    import pickle
+
+    from trainer_client import VerifierServerError
+
+    for error in (
+        VerifierUnjudgedError("math: gold_unparseable", verdicts={"math": "gold_unparseable"}),
+        VerifierServerError("HTTP 503: busy", status_code=503, detail="busy"),
+    ):
+        copy = pickle.loads(pickle.dumps(error))
+        assert (type(copy), copy.args, copy.__dict__) == (type(error), error.args, error.__dict__)
