@@ -65,7 +65,7 @@ def test_callers_in_separate_windows_get_separate_requests() -> None:
 
 def test_a_full_batch_goes_out_without_waiting_for_the_window() -> None:
     fake = FakeVerifier()
-    coalescer = coalescer_over(fake, window_s=3600, max_batch=10)  # the window would never end within the test
+    coalescer = coalescer_over(fake, window_s=3600, idle_s=3600, max_batch=10)  # no timer ends within the test
 
     async def main() -> list[float | None]:
         results = await asyncio.wait_for(asyncio.gather(*(coalescer.score(item(n)) for n in range(20))), timeout=10)
@@ -73,6 +73,47 @@ def test_a_full_batch_goes_out_without_waiting_for_the_window() -> None:
 
     assert asyncio.run(main()) == [1.0] * 20
     assert batch_sizes(fake) == [10, 10]
+
+
+def test_a_batch_goes_out_once_calls_stop_coming_before_the_window_ends() -> None:
+    fake = FakeVerifier()
+    coalescer = coalescer_over(fake, window_s=3600, idle_s=0.001)
+
+    async def main() -> list[float | None]:
+        results = await asyncio.wait_for(asyncio.gather(*(coalescer.score(item(n)) for n in range(5))), timeout=10)
+        return [result.reward for result in results]
+
+    assert asyncio.run(main()) == [1.0] * 5
+    assert batch_sizes(fake) == [5]
+
+
+def test_calls_that_keep_coming_wait_for_each_other_until_the_window_ends() -> None:
+    fake = FakeVerifier()
+    coalescer = coalescer_over(fake, window_s=0.6, idle_s=0.4)
+
+    async def main() -> None:
+        calls = [asyncio.create_task(coalescer.score(item(1)))]
+        await asyncio.sleep(0.3)  # within idle_s of the first call: it waits for this one
+        calls.append(asyncio.create_task(coalescer.score(item(2))))
+        await asyncio.sleep(0.35)  # within idle_s of the second call, but the window (0.6 s) is over
+        calls.append(asyncio.create_task(coalescer.score(item(3))))
+        await asyncio.gather(*calls)
+
+    asyncio.run(main())
+    assert batch_sizes(fake) == [2, 1]
+
+
+def test_as_many_calls_as_the_last_batches_had_go_out_without_waiting() -> None:
+    """A fixed number of samples in flight: once they are all waiting, a timer would only add latency."""
+    fake = FakeVerifier()
+    coalescer = coalescer_over(fake, window_s=3600, idle_s=0.05)
+
+    async def main() -> None:
+        await asyncio.gather(*(coalescer.score(item(n)) for n in range(10)))  # sent when calls stop: 10
+        await asyncio.gather(*(coalescer.score(item(n)) for n in range(15)))  # 10 at once, then the other 5
+
+    asyncio.run(main())
+    assert batch_sizes(fake) == [10, 10, 5]
 
 
 def test_score_many_keeps_order_and_joins_the_window() -> None:
@@ -163,7 +204,7 @@ def test_a_caller_cancelled_before_the_window_ends_is_not_sent() -> None:
     async def main() -> list[str]:
         gate = Gate()
         gate.release.set()
-        coalescer = coalescer_over(gate, window_s=0.05)
+        coalescer = coalescer_over(gate, window_s=0.05, idle_s=0.05)
         tasks = [asyncio.create_task(coalescer.score(item(n))) for n in range(3)]
         await asyncio.sleep(0)  # all three are waiting for the window
         tasks[1].cancel()
@@ -203,7 +244,7 @@ def test_a_coalescer_refuses_a_second_event_loop_while_its_first_is_open() -> No
 
 def test_aclose_cancels_waiting_callers() -> None:
     async def main() -> object:
-        coalescer = coalescer_over(FakeVerifier(), window_s=3600)
+        coalescer = coalescer_over(FakeVerifier(), window_s=3600, idle_s=3600)
         task = asyncio.create_task(coalescer.score(item(1)))
         await asyncio.sleep(0)
         await coalescer.aclose()

@@ -2,10 +2,12 @@
 
 verl, OpenRLHF and slime call a reward once per sample, many at once (verl's reward worker gathers its whole chunk);
 one HTTP request per sample would cost a round trip, a request parse and a batch dispatch each. A `Coalescer` holds
-the items that arrive within a short window (default 5 ms, or until `max_batch` are waiting), sends them as one
-request through `AsyncVerifierClient`, and hands each caller its own result. An error of the shared request reaches
-every caller waiting on it; a caller that is cancelled leaves the others' request alone (and a request all of whose
-callers are gone is cancelled).
+the items that arrive close together and sends them as one request through `AsyncVerifierClient` once no call has
+come for `idle_s` (1 ms), at the latest `window_s` (5 ms) after the first, or at once when `max_batch` (256) are
+waiting, or as many as the largest of the last few batches: with a fixed number of samples in flight (a worker's
+concurrency) everyone is then waiting, and a timer would only add latency. Each caller gets its own result. An
+error of the shared request reaches every caller waiting on it; a caller that is cancelled leaves the others'
+request alone (and a request all of whose callers are gone is cancelled).
 
 An `httpx.AsyncClient` belongs to the event loop it ran on: one kept in a module global fails with "Event loop is
 closed" once the loop changes (TRL and verifiers run reward functions on loops that come and go). So the coalescers
@@ -19,9 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import os
+import ssl
 import threading
 import weakref
+from collections import deque
 from collections.abc import AsyncGenerator, Coroutine, Sequence
 from typing import Any, TypeVar
 
@@ -30,10 +35,13 @@ import httpx
 from trainer_client.async_client import AsyncVerifierClient
 from trainer_client.config import FRESH_CONNECTIONS
 from trainer_client.errors import VerifierConfigError
-from trainer_client.integrations.common import DEFAULT_MAX_BATCH, DEFAULT_WINDOW_MS, AdapterConfig
+from trainer_client.integrations.common import DEFAULT_IDLE_MS, DEFAULT_MAX_BATCH, DEFAULT_WINDOW_MS, AdapterConfig
 from verifier_service.schema import ItemResult, ScoreItem
 
 T = TypeVar("T")
+RECENT_BATCHES = 8  # a batch as large as the largest of the last this many goes out at once ...
+MIN_USUAL_BATCH = 8  # ... when that is at least this large
+_CLOCK_SLACK_S = 1e-4  # a timer may fire this much before its time
 _Waiter = tuple[ScoreItem, "asyncio.Future[ItemResult]"]
 
 
@@ -56,13 +64,17 @@ class Coalescer:
         client: AsyncVerifierClient,
         *,
         window_s: float = DEFAULT_WINDOW_MS / 1000,
+        idle_s: float = DEFAULT_IDLE_MS / 1000,
         max_batch: int = DEFAULT_MAX_BATCH,
     ) -> None:
-        if window_s < 0 or max_batch < 1:
-            raise ValueError("window_s must be >= 0 and max_batch >= 1")
+        if window_s < 0 or idle_s < 0 or max_batch < 1:
+            raise ValueError("window_s and idle_s must be >= 0, max_batch >= 1")
         self.client = client
         self.window_s = window_s
+        self.idle_s = idle_s
         self.max_batch = max_batch
+        self._deadline = self._last = 0.0  # loop times: when the window ends, when the last call came
+        self._recent: deque[int] = deque(maxlen=RECENT_BATCHES)  # sizes of the last batches sent
         self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None  # weak: per-loop registries hold us
         self._pending: list[_Waiter] = []
         self._timer: asyncio.TimerHandle | None = None
@@ -100,11 +112,27 @@ class Coalescer:
         loop = self._bind()
         futures: list[asyncio.Future[ItemResult]] = [loop.create_future() for _ in items]
         self._pending.extend(zip(items, futures, strict=True))
-        if len(self._pending) >= self.max_batch:
+        self._last = loop.time()
+        if len(self._pending) >= self._full_size():
             self._flush()
         elif self._timer is None:
-            self._timer = loop.call_later(self.window_s, self._flush)
+            self._deadline = self._last + self.window_s
+            self._timer = loop.call_at(min(self._deadline, self._last + self.idle_s), self._on_timer)
         return futures
+
+    def _full_size(self) -> int:
+        """How many waiting items make a batch go out without waiting for a timer."""
+        usual = max(self._recent, default=0)
+        return min(self.max_batch, usual) if usual >= MIN_USUAL_BATCH else self.max_batch
+
+    def _on_timer(self) -> None:
+        """Send the batch when calls have stopped coming (`idle_s`) or the window is over; else wait for that."""
+        loop = asyncio.get_running_loop()
+        due = min(self._deadline, self._last + self.idle_s)
+        if loop.time() + _CLOCK_SLACK_S >= due:
+            self._flush()
+        else:
+            self._timer = loop.call_at(due, self._on_timer)
 
     def _bind(self) -> asyncio.AbstractEventLoop:
         """The running loop, which must be the one this coalescer ran on, unless that one is closed (or gone): then
@@ -128,6 +156,7 @@ class Coalescer:
         pending, self._pending = self._pending, []
         for start in range(0, len(pending), self.max_batch):
             batch = [(item, future) for item, future in pending[start : start + self.max_batch] if not future.done()]
+            self._recent.append(len(batch))
             if batch:
                 task = asyncio.get_running_loop().create_task(self._send(batch))
                 self._sending.add(task)
@@ -173,7 +202,7 @@ class _LoopClients:
     """
 
     def __init__(self) -> None:
-        self.http = httpx.AsyncClient(limits=FRESH_CONNECTIONS)
+        self.http = httpx.AsyncClient(limits=FRESH_CONNECTIONS, verify=_ssl_context())
         self.coalescers: dict[tuple[Any, ...], Coalescer] = {}
         self._closer = self._close_at_shutdown()
         self._started = False
@@ -200,6 +229,13 @@ class _LoopClients:
         await self.http.aclose()
 
 
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """httpx's default TLS context (certifi's CAs, SSL_CERT_FILE honoured), made once: it costs ~20 ms, and a
+    context is not tied to an event loop, so the clients of all loops share it."""
+    return httpx.create_ssl_context()
+
+
 _LOCK = threading.Lock()
 _BY_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClients] = weakref.WeakKeyDictionary()
 
@@ -217,7 +253,7 @@ async def coalescer_for(config: AdapterConfig) -> Coalescer:
     coalescer = clients.coalescers.get(config.client_key)
     if coalescer is None:
         client = AsyncVerifierClient(config.url, api_key=config.api_key, config=config.client, http_client=clients.http)
-        coalescer = Coalescer(client, window_s=config.window_s, max_batch=config.max_batch)
+        coalescer = Coalescer(client, window_s=config.window_s, idle_s=config.idle_s, max_batch=config.max_batch)
         clients.coalescers[config.client_key] = coalescer
     return coalescer
 

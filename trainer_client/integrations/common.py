@@ -10,6 +10,7 @@ from the first sample's keys).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Mapping
@@ -18,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from trainer_client.config import DEFAULT_URL, ClientConfig, api_key_or_env
+from trainer_client.config import API_KEY_ENV, DEFAULT_URL, ClientConfig, api_key_or_env
 from trainer_client.errors import VerifierUnjudgedError
 from trainer_client.inputs import valid_unicode
 from trainer_client.integrations.ground_truth import component_for, plain, row_specs, specs_from_ground_truth
@@ -30,8 +31,9 @@ EXTRA_KEYS = ("score", "acc", "verifier_judged")  # what `Outcome.extra` holds, 
 # Keyword arguments verl adds to every call when it runs a reward-model router: nothing the adapters use.
 IGNORED_KWARGS = frozenset({"reward_router_address", "reward_model_tokenizer"})
 SETTINGS = ("url", "api_key", "on_unjudged", "components", "weights", "max_retries", "timeout_s", "window_ms",
-            "max_batch")  # fmt: skip
-DEFAULT_WINDOW_MS = 5.0
+            "idle_ms", "max_batch")  # fmt: skip
+DEFAULT_WINDOW_MS = 5.0  # a coalesced batch waits at most this long for more calls ...
+DEFAULT_IDLE_MS = 1.0  # ... and goes out sooner when no call has come for this long
 DEFAULT_MAX_BATCH = 256
 
 
@@ -44,6 +46,23 @@ def base_url(url: str | None) -> str:
     """
     chosen = (url or os.environ.get(URL_ENV) or DEFAULT_URL).strip().rstrip("/")
     return chosen.removesuffix("/v1/score")
+
+
+def adapter_config(kwargs: Mapping[str, Any], caller: str) -> AdapterConfig:
+    """`AdapterConfig.from_kwargs`, remembered for hashable options (verl passes the same few on every call; parsing
+    them each time cost ~15 us a sample). The environment variables it reads are part of the key."""
+    try:
+        key = (caller, frozenset(kwargs.items()), os.environ.get(URL_ENV), os.environ.get(API_KEY_ENV))
+        hash(key)
+    except TypeError:  # a dict of options (format={}): parse it every time
+        return AdapterConfig.from_kwargs(kwargs, caller)
+    return _config_for(key)
+
+
+@functools.lru_cache(maxsize=64)
+def _config_for(key: tuple[str, frozenset[tuple[str, Any]], str | None, str | None]) -> AdapterConfig:
+    caller, items, _, _ = key
+    return AdapterConfig.from_kwargs(dict(items), caller)
 
 
 @dataclass(frozen=True)
@@ -68,6 +87,7 @@ class AdapterConfig:
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     weights: Mapping[str, float] = field(default_factory=dict)
     window_s: float = DEFAULT_WINDOW_MS / 1000
+    idle_s: float = DEFAULT_IDLE_MS / 1000
     max_batch: int = DEFAULT_MAX_BATCH
     client: ClientConfig = field(default_factory=ClientConfig)
 
@@ -90,6 +110,7 @@ class AdapterConfig:
             options=options,
             weights=dict(values.get("weights") or {}),
             window_s=float(values.get("window_ms", DEFAULT_WINDOW_MS)) / 1000,
+            idle_s=float(values.get("idle_ms", DEFAULT_IDLE_MS)) / 1000,
             max_batch=max_batch,
             client=ClientConfig(
                 chunk_size=max_batch, **{key: value for key, value in client.items() if value is not None}
@@ -97,13 +118,13 @@ class AdapterConfig:
         )
 
     def __post_init__(self) -> None:
-        if not self.window_s >= 0 or self.max_batch < 1:
-            raise ValueError("window_ms must be >= 0 and max_batch >= 1")
+        if not (self.window_s >= 0 and self.idle_s >= 0) or self.max_batch < 1:
+            raise ValueError("window_ms and idle_ms must be >= 0, max_batch >= 1")
 
     @property
     def client_key(self) -> tuple[Any, ...]:
         """What tells two coalescers apart: the verifier, the key and how requests are made."""
-        return (self.url, self.api_key, self.client, self.window_s, self.max_batch)
+        return (self.url, self.api_key, self.client, self.window_s, self.idle_s, self.max_batch)
 
     @property
     def primary(self) -> str | None:

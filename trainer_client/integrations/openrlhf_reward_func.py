@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trainer_client.integrations.coalesce import coalescer_for, run_sync
-from trainer_client.integrations.common import AdapterConfig, Outcome, build_item
+from trainer_client.integrations.common import AdapterConfig, Outcome, adapter_config, build_item
 from verifier_service.schema import ItemResult, ScoreItem
 
 # End-of-turn and end-of-text tokens a decoded response may end in (Qwen, Llama 2/3, Mistral, Gemma, Phi, DeepSeek,
@@ -39,7 +39,7 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
     """
     if not len(queries) == len(prompts) == len(labels):
         raise ValueError(f"{len(queries)} queries, {len(prompts)} prompts and {len(labels)} labels")
-    config = AdapterConfig.from_kwargs({}, "openrlhf_reward_func")
+    config = adapter_config({}, "openrlhf_reward_func")
     items = [
         build_item(completion_of(q, p), label, config) for q, p, label in zip(queries, prompts, labels, strict=True)
     ]

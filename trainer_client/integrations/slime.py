@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainer_client.integrations.coalesce import coalescer_for
-from trainer_client.integrations.common import AdapterConfig, build_item, correctness, unjudged_reason
+from trainer_client.integrations.common import AdapterConfig, adapter_config, build_item, correctness, unjudged_reason
 from verifier_service.schema import ItemResult, ScoreItem
 
 logger = logging.getLogger("trainer_client")
@@ -33,7 +33,7 @@ KEYS = ("reward", "acc", "verifier_judged")  # of the dict returned with --rewar
 async def rm(args: Any, sample_or_samples: Any, **kwargs: Any) -> Any:
     """slime's reward function: one reward for one sample, a list for a list of samples."""
     keyed = _reward_keys(args)
-    config = AdapterConfig.from_kwargs({"url": getattr(args, "rm_url", None)}, "trainer_client.integrations.slime.rm")
+    config = adapter_config({"url": getattr(args, "rm_url", None)}, "trainer_client.integrations.slime.rm")
     group = isinstance(sample_or_samples, list)
     samples = sample_or_samples if group else [sample_or_samples]
     coalescer = await coalescer_for(config)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainer_client.integrations.coalesce import coalescer_for
-from trainer_client.integrations.common import AdapterConfig, Outcome, build_item
+from trainer_client.integrations.common import Outcome, adapter_config, build_item
 from verifier_service.schema import ItemResult
 
 HINT = ("the task's answer (or verifier spec) cannot be graded; verifiers records this as a TaskError on the trace, "
@@ -29,7 +29,7 @@ async def score(task: Any, trace: Any) -> float:
     spec, answer = getattr(task, "verifier", None), getattr(task, "answer", None)
     if spec is None and answer is None:
         raise ValueError(f"the task data ({type(task).__name__}) has neither an 'answer' nor a 'verifier' field")
-    config = AdapterConfig.from_kwargs({}, "trainer_client.integrations.verifiers:score")
+    config = adapter_config({}, "trainer_client.integrations.verifiers:score")
     item = build_item(trace.last_reply, answer, config, data_source=getattr(task, "data_source", None), spec=spec)
     coalescer = await coalescer_for(config)
     result = await coalescer.score(item)

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainer_client.integrations.coalesce import coalescer_for, run_sync
-from trainer_client.integrations.common import AdapterConfig, Outcome, build_item
+from trainer_client.integrations.common import AdapterConfig, Outcome, adapter_config, build_item
 from verifier_service.schema import ItemResult, ScoreItem
 
 HINT = ("fix the dataset, or set +reward.custom_reward_function.reward_kwargs.on_unjudged=<float> to train on a "
@@ -37,7 +37,7 @@ async def compute_score(
     >>> asyncio.run(compute_score("openai/gsm8k", "6 * 7 = 42\\n#### 42", "42", url=VERIFIER_URL))
     {'score': 1.0, 'acc': 1.0, 'verifier_judged': 1.0}
     """
-    config = AdapterConfig.from_kwargs(reward_kwargs, "verl compute_score")
+    config = adapter_config(reward_kwargs, "verl compute_score")
     item = _item(data_source, solution_str, ground_truth, extra_info, config)
     coalescer = await coalescer_for(config)
     return _extra(await coalescer.score(item), config)
