@@ -53,7 +53,6 @@ def adapter_config(kwargs: Mapping[str, Any], caller: str) -> AdapterConfig:
     them each time cost ~15 us a sample). The environment variables it reads are part of the key."""
     try:
         key = (caller, frozenset(kwargs.items()), os.environ.get(URL_ENV), os.environ.get(API_KEY_ENV))
-        hash(key)
     except TypeError:  # a dict of options (format={}): parse it every time
         return AdapterConfig.from_kwargs(kwargs, caller)
     return _config_for(key)
