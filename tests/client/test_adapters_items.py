@@ -199,3 +199,12 @@ def test_verifier_errors_survive_pickling_as_ray_sends_them() -> None:
     ):
         copy = pickle.loads(pickle.dumps(error))
         assert (type(copy), copy.args, copy.__dict__) == (type(error), error.args, error.__dict__)
+
+
+def test_the_adapters_address_variable_is_not_an_unknown_service_setting() -> None:
+    """A trainer and a verifier may share an environment: the service must not warn about VERIFIER_URL."""
+    from verifier_service.settings import unknown_settings
+
+    assert unknown_settings({"VERIFIER_URL": "http://verifier:8088", "VERIFIER_APIKEY": "k"}) == {
+        "VERIFIER_APIKEY": "VERIFIER_API_KEY"
+    }
