@@ -18,6 +18,7 @@ from trainer_client.errors import (
     VerifierStatusError,
     VerifierTimeoutError,
     VerifierUnavailableError,
+    VerifierUnjudgedError,
 )
 from trainer_client.reward_group import VerifierRewards
 from trainer_client.rewards import AsyncVerifierReward, VerifierReward
@@ -40,4 +41,5 @@ __all__ = [
     "VerifierStatusError",
     "VerifierTimeoutError",
     "VerifierUnavailableError",
+    "VerifierUnjudgedError",
 ]

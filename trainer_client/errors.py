@@ -9,18 +9,35 @@
     ├── VerifierStatusError          an HTTP error status: `.status_code`, `.detail` (the server's message)
     │   └── VerifierRequestError     4xx: the request is wrong; every retry would fail the same way
     ├── VerifierResponseError        an answer came back but does not follow the wire contract
-    └── VerifierConfigError          the client is set up wrongly (bad URL, unsupported scheme, misuse)
+    ├── VerifierConfigError          the client is set up wrongly (bad URL, unsupported scheme, misuse)
+    └── VerifierUnjudgedError        the verifier answered, but could not judge an item (reward null): the trainer
+                                     adapters raise it where the trainer cannot skip a sample
 
 Errors are translated at the seam, `raise map_httpx_error(exc) from exc`, so the httpx error stays the cause.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 
 
 class VerifierError(Exception):
     """Base class of every error the trainer client raises."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Ray and multiprocessing hand exceptions between processes by pickling them. The default rebuilds them as
+        # cls(*args), which fails for subclasses with keyword-only arguments (status_code=, verdicts=): Ray then
+        # reports an UnserializableException instead of this error. Rebuild without calling __init__.
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls: type[VerifierError], args: tuple[Any, ...], state: dict[str, Any]) -> VerifierError:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class VerifierUnavailableError(VerifierError):
@@ -65,6 +82,16 @@ class VerifierResponseError(VerifierError):
 
 class VerifierConfigError(VerifierError):
     """The client is set up wrongly: an invalid URL, an unsupported scheme, or misuse of the httpx client."""
+
+
+class VerifierUnjudgedError(VerifierError):
+    """The verifier could not judge an item (its reward is null: an unparseable gold answer, no sandbox, a crashed
+    worker). `verdicts` maps each component that scored null to its verdict. The message names them, never the
+    completion."""
+
+    def __init__(self, message: str, *, verdicts: dict[str, str]) -> None:
+        super().__init__(message)
+        self.verdicts = verdicts
 
 
 # Every exception httpx defines, most specific first; `map_httpx_error` takes the first match.

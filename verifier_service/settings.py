@@ -103,7 +103,9 @@ class VerifierSettings(BaseSettings):
 
 ENV_PREFIX = "VERIFIER_"
 # VERIFIER_* names that other parts of the project read (compose, the client, the tests): not the service's, not typos.
-NOT_SERVICE_SETTINGS = frozenset({"VERIFIER_BIND", "VERIFIER_HOST_PORT", "VERIFIER_IMAGE", "VERIFIER_TEST_BASE_IMAGE"})
+NOT_SERVICE_SETTINGS = frozenset(
+    {"VERIFIER_BIND", "VERIFIER_HOST_PORT", "VERIFIER_IMAGE", "VERIFIER_TEST_BASE_IMAGE", "VERIFIER_URL"}
+)
 
 
 def setting_names() -> list[str]:

@@ -40,6 +40,11 @@ DOCUMENTED = [
     "trainer_client.gsm8k",
     "trainer_client.data",
     "trainer_client.readiness",
+    "trainer_client.integrations.common",
+    "trainer_client.integrations.ground_truth",
+    "trainer_client.integrations.coalesce",
+    "trainer_client.integrations.verl",
+    "trainer_client.integrations.openrlhf_reward_func",
 ]
 
 

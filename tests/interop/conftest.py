@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT, Server, running_server
+from tests.interop.verl_batch import build_verl_tokenizer
 
 SERVICE_PYTHON = str(ROOT / ".venv" / "bin" / "python")
 
@@ -20,3 +22,26 @@ def verifier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     log_dir: Path = tmp_path_factory.mktemp("verifier")
     with running_server(log_dir, python=SERVICE_PYTHON, math_workers=1, sandbox_backend="local") as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny byte-level BPE tokenizer with a chat template, built here (no hub)."""
+    return build_verl_tokenizer(tmp_path_factory.mktemp("tokenizer"))
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tokenizer_dir: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tokenizer_dir)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[None]:
+    """A local Ray on two cores, started once (about 15 s); its workers inherit this process's environment."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
