@@ -1,6 +1,6 @@
 """The trainers' own reward requests as score items, and their results as the answers those trainers read: OpenRLHF's
 `--reward.remote_url`, slime's `--rm-type remote_rm`, NeMo-Gym's resources-server `/verify`
-(docs/trainers-routes.md). No HTTP here: `compat.py` reads the request, calls these, scores with the engine and
+(docs/trainers.md). No HTTP here: `compat.py` reads the request, calls these, scores with the engine and
 answers.
 
 What a trainer sends as its label picks the components: a string (or a number) is the gold answer of the

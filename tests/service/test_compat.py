@@ -1,5 +1,5 @@
 """The trainer routes (/v1/compat/...) through a real uvicorn server: the exact shapes OpenRLHF, slime and NeMo-Gym
-send and read (docs/trainers-routes.md), their failure paths, and the API key in the URL."""
+send and read (docs/trainers.md), their failure paths, and the API key in the URL."""
 
 from __future__ import annotations
 
