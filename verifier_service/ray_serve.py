@@ -45,7 +45,12 @@ class RayServeArgs(BaseModel):
     num_replicas: int | None = Field(None, ge=1, description="Default: one per node with num_cpus CPUs.")
     num_cpus: float = Field(1.0, gt=0, description="CPUs each replica reserves; its math workers and sandboxes.")
     max_replicas_per_node: int = Field(1, ge=1, description="More than one replica on a node share its CPUs.")
-    max_ongoing_requests: int = Field(32, ge=1, description="Requests Serve sends a replica at once.")
+    max_ongoing_requests: int | None = Field(
+        None,
+        ge=1,
+        description="Requests Serve's proxy sends a replica at once; default 2 per CPU. The proxy prefers the replica "
+        "on its own node until that one has this many: more would wait inside one replica while another is idle.",
+    )
     direct: bool = Field(True, description="Each replica also listens at <node address>:VERIFIER_PORT.")
 
 
@@ -59,7 +64,7 @@ def build_app(args: dict[str, Any] | RayServeArgs) -> Application:
     deployment = Verifier.options(
         num_replicas=num_replicas,
         max_replicas_per_node=options.max_replicas_per_node,
-        max_ongoing_requests=options.max_ongoing_requests,
+        max_ongoing_requests=options.max_ongoing_requests or 2 * workers(options.num_cpus),
         ray_actor_options={"num_cpus": options.num_cpus, "runtime_env": {"env_vars": {**environ, **REPLICA_ENV}}},
     )
     return deployment.bind(num_cpus=options.num_cpus, direct=options.direct)
@@ -103,15 +108,20 @@ def replica_defaults(node_ip: str, local_rank: int, num_cpus: float) -> dict[str
     >>> replica_defaults("10.0.3.7", 1, 4)["VERIFIER_SANDBOX__POOL_NAME"]
     'ray-10.0.3.7-1'
     """
-    workers = str(max(1, int(num_cpus)))
+    count = str(workers(num_cpus))
     block = 256 * local_rank + ipaddress.ip_address(node_ip).packed[-1]
     return {
         "VERIFIER_HOST": node_ip,
-        "VERIFIER_MATH_WORKERS": workers,
-        "VERIFIER_SANDBOX__POOL_SIZE": workers,
+        "VERIFIER_MATH_WORKERS": count,
+        "VERIFIER_SANDBOX__POOL_SIZE": count,
         "VERIFIER_SANDBOX__POOL_NAME": f"ray-{node_ip.replace(':', '-')}-{local_rank}",
         "VERIFIER_SANDBOX__UID_BASE": str(FIRST_SANDBOX_UID + UID_BLOCK * block),
     }
+
+
+def workers(num_cpus: float) -> int:
+    """Math workers (and sandboxes) for a replica with `num_cpus` CPUs: one per whole CPU, at least one."""
+    return max(1, int(num_cpus))
 
 
 def serve_directly(app: FastAPI, settings: VerifierSettings) -> None:
@@ -125,8 +135,7 @@ def serve_directly(app: FastAPI, settings: VerifierSettings) -> None:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with inner(app):
-            family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
-            listener = socket.create_server((settings.host, settings.port), family=family)
+            listener = bind(settings.host, settings.port)
             server = DirectServer(
                 uvicorn.Config(app, lifespan="off", log_config=None, access_log=False, log_level=settings.log_level)
             )
@@ -140,6 +149,20 @@ def serve_directly(app: FastAPI, settings: VerifierSettings) -> None:
                 listener.close()
 
     app.router.lifespan_context = lifespan
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to host:port. IPPROTO_TCP, not 0 (`socket.create_server`): asyncio sets TCP_NODELAY only on
+    connections of such a socket, and without it each answer waits ~40 ms for the client's delayed ACK."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+    except OSError:
+        listener.close()
+        raise
+    return listener
 
 
 class DirectServer(uvicorn.Server):
