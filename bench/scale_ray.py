@@ -132,13 +132,13 @@ def alive(pid: int) -> bool:
 
 
 def family(marker: str) -> set[int]:
-    """The processes whose command line holds `marker`, and all their descendants."""
+    """The processes whose command line holds `marker` (but this one: `--temp-dir`), and all their descendants."""
     parents = {
         pid: int(read_proc(pid, "stat").rsplit(")", 1)[-1].split()[1] or 0)
         for pid in proc_pids()
         if read_proc(pid, "stat")
     }
-    found = {pid for pid in parents if marker in read_proc(pid, "cmdline")}
+    found = {pid for pid in parents if marker in read_proc(pid, "cmdline") and pid != os.getpid()}
     while True:
         more = {pid for pid, parent in parents.items() if parent in found} - found
         if not more:

@@ -22,7 +22,7 @@ from typing import Any
 import ray
 import uvicorn
 from fastapi import FastAPI
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 from ray.serve import Application
 
@@ -41,6 +41,8 @@ REPLICA_ENV = {"RAY_USE_UVLOOP": "0"}
 class RayServeArgs(BaseModel):
     """What `serve run verifier_service.ray_serve:build_app key=value ...` (or a RayService's `args`) may set.
     Everything else is a VERIFIER_* variable, as for `python -m verifier_service`."""
+
+    model_config = ConfigDict(extra="forbid")  # `num_cpu=2` is a typo to report, not an argument to drop
 
     num_replicas: int | None = Field(None, ge=1, description="Default: one per node with num_cpus CPUs.")
     num_cpus: float = Field(1.0, gt=0, description="CPUs each replica reserves; its math workers and sandboxes.")
@@ -177,16 +179,16 @@ def count_nodes(num_cpus: float) -> int:
     """Alive Ray nodes with at least `num_cpus` CPUs (at least 1). `serve run` calls the builder before it connects:
     then connect to the cluster it will use (RAY_ADDRESS, else the local one) for the count, and leave again."""
     if ray.is_initialized():
-        return _fitting(ray.nodes(), num_cpus)
+        return fitting_nodes(ray.nodes(), num_cpus)
     try:
         ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=False, logging_level=logging.WARNING)
     except ConnectionError:
         return 1  # no cluster yet: `serve run` starts a one-node one
     try:
-        return _fitting(ray.nodes(), num_cpus)
+        return fitting_nodes(ray.nodes(), num_cpus)
     finally:
         ray.shutdown()
 
 
-def _fitting(nodes: list[dict[str, Any]], num_cpus: float) -> int:
+def fitting_nodes(nodes: list[dict[str, Any]], num_cpus: float) -> int:
     return max(1, sum(1 for node in nodes if node.get("Alive") and node["Resources"].get("CPU", 0) >= num_cpus))
