@@ -132,18 +132,24 @@ def alive(pid: int) -> bool:
 
 
 def family(marker: str) -> set[int]:
-    """The processes whose command line holds `marker` (but this one: `--temp-dir`), and all their descendants."""
-    parents = {
-        pid: int(read_proc(pid, "stat").rsplit(")", 1)[-1].split()[1] or 0)
-        for pid in proc_pids()
-        if read_proc(pid, "stat")
+    """The processes whose command line or environment holds `marker` (this run's temp dir: its Ray daemons, and
+    every process they start inherits RAY_AUTH_TOKEN_PATH), but this one, and all their descendants."""
+    parents = {pid: parent_pid(pid) for pid in proc_pids()}
+    found = {
+        pid
+        for pid in parents
+        if pid != os.getpid() and (marker in read_proc(pid, "cmdline") or marker in read_proc(pid, "environ"))
     }
-    found = {pid for pid in parents if marker in read_proc(pid, "cmdline") and pid != os.getpid()}
     while True:
         more = {pid for pid, parent in parents.items() if parent in found} - found
         if not more:
             return {pid for pid in found if alive(pid)}
         found |= more
+
+
+def parent_pid(pid: int) -> int:
+    fields = read_proc(pid, "stat").rsplit(")", 1)[-1].split()
+    return int(fields[1]) if len(fields) > 1 else 0
 
 
 def stop_processes(marker: str, grace_s: float = 15.0) -> int:

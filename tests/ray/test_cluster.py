@@ -53,14 +53,16 @@ def missing_capability() -> str | None:
 
 
 def processes_holding(marker: str) -> list[int]:
+    """Live processes with `marker` in their command line or environment (Ray's daemons and what they started)."""
     found = []
     for name in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmdline = Path(f"/proc/{name}/cmdline").read_bytes().decode(errors="replace")
+            environ = Path(f"/proc/{name}/environ").read_bytes().decode(errors="replace")
             state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[-1].split()[0]
         except OSError:
             continue
-        if marker in cmdline and state != "Z":
+        if (marker in cmdline or marker in environ) and state != "Z" and int(name) != os.getpid():
             found.append(int(name))
     return found
 
