@@ -401,7 +401,7 @@ def main() -> None:
             check_replicas(deployment)
             correctness(deployment, batches)
             per_request_cost(deployment, requests)
-            scale_out(deployment, rounds, batches=8 if args.quick else 16)
+            scale_out(deployment, rounds, batches=8 if args.quick else 48)
     finally:
         if args.temp_dir is None:
             shutil.rmtree(temp_dir, ignore_errors=True)
