@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-SRC := $(wildcard verifier_service sandbox trainer_client tests bench deploy)
+SRC := $(wildcard verifier_service sandbox trainer_client tests bench deploy conftest.py)
 
 
 INTEROP := .venv-interop

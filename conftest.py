@@ -1,5 +1,6 @@
-"""What pytest collects depends on the virtualenv it runs in: Ray Serve (verifier_service/ray_serve.py, tests/ray)
-only where the `ray` extra is installed, which is the ray overlay (`make ray`; `make test` runs tests/ray there)."""
+"""What pytest collects depends on the virtualenv it runs in: Ray Serve (verifier_service/ray_serve.py here,
+tests/ray in tests/conftest.py) only where the `ray` extra is installed, which is the ray overlay (`make ray`;
+`make test` runs tests/ray there)."""
 
 from __future__ import annotations
 
@@ -16,4 +17,4 @@ def ray_serve_installed() -> bool:
     return True
 
 
-collect_ignore = [] if ray_serve_installed() else ["verifier_service/ray_serve.py", "tests/ray"]
+collect_ignore = [] if ray_serve_installed() else ["verifier_service/ray_serve.py"]
