@@ -76,6 +76,8 @@ def test_the_gvisor_pod_is_admissible_under_pod_security_baseline() -> None:
     # Baseline's allowed additions include these; as root with them, each sandbox gets a uid of its own.
     assert set(box["capabilities"]["add"]) <= {"CHOWN", "KILL", "SETGID", "SETUID"}
     assert spec["securityContext"]["runAsUser"] == 0
+    # not the image's entrypoint, which drops root to 10000 (and the sandboxes would share the service's uid)
+    assert container("gvisor")["command"] == ["/opt/verifier/bin/python", "-m", "verifier_service"]
     assert env("gvisor")["VERIFIER_SANDBOX__REQUIRE_ISOLATION"] == "false"  # bubblewrap cannot run inside gVisor
     [runtime_class] = documents(K8S / "runtimeclass-gvisor.yaml")
     assert runtime_class["metadata"]["name"] == spec["runtimeClassName"]
@@ -101,10 +103,12 @@ def test_the_service_autoscaler_and_budget_find_the_pods(kind: str) -> None:
     [deployment] = documents(DEPLOYMENTS[kind])
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
-    service, autoscaler, budget = documents(K8S / "service.yaml")
+    service, autoscaler, budget, policy = documents(K8S / "service.yaml")
     assert service["spec"]["selector"].items() <= labels.items()
     assert service["spec"]["ports"][0]["targetPort"] == "http"
     target = autoscaler["spec"]["scaleTargetRef"]
     assert (target["kind"], target["name"]) == ("Deployment", deployment["metadata"]["name"])
     assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
     assert budget["spec"]["minAvailable"] < autoscaler["spec"]["minReplicas"] <= deployment["spec"]["replicas"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
+    assert policy["spec"]["egress"] == [] and "Egress" in policy["spec"]["policyTypes"]  # the pods call nothing
