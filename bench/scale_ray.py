@@ -189,7 +189,7 @@ class Deployment:
 
 
 @contextmanager
-def verifier(cluster: Cluster) -> Iterator[Deployment]:
+def verifier(cluster: Cluster, settings: dict[str, str]) -> Iterator[Deployment]:
     """The shipped Serve application, one replica per node; Serve shut down on the way out."""
     import ray
     from ray import serve
@@ -197,7 +197,7 @@ def verifier(cluster: Cluster) -> Iterator[Deployment]:
     from verifier_service.ray_serve import build_app
 
     http_port, direct_port = free_port(), free_port()
-    os.environ.update(SETTINGS | {"VERIFIER_PORT": str(direct_port)})
+    os.environ.update(settings | {"VERIFIER_PORT": str(direct_port)})
     ray.init(address=cluster.address, _node_ip_address=HEAD, log_to_driver=False, logging_level="warning")
     try:
         started = time.monotonic()
@@ -210,14 +210,14 @@ def verifier(cluster: Cluster) -> Iterator[Deployment]:
         ray.shutdown()
 
 
-def check_replicas(deployment: Deployment) -> None:
+def check_replicas(deployment: Deployment, isolation: str) -> None:
     for node, url in deployment.direct.items():
         ready = httpx.get(f"{url}/readyz", timeout=10)
         body = ready.json()
-        isolation = body["sandbox"].get("isolation")
-        print(f"replica on {node}: /readyz {ready.status_code}, sandbox isolation {isolation}, at {url}")
-        if ready.status_code != 200 or isolation != "bubblewrap":
-            raise BenchError(f"the replica on {node} is not ready with bubblewrap: {json.dumps(body)}")
+        shown = body["sandbox"].get("isolation")
+        print(f"replica on {node}: /readyz {ready.status_code}, sandbox isolation {shown}, at {url}")
+        if ready.status_code != 200 or body["sandbox"].get("isolation") != isolation:
+            raise BenchError(f"the replica on {node} is not ready with {isolation}: {json.dumps(body)}")
 
 
 def answered(url: str) -> int:
@@ -386,6 +386,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=None, help="scale-out rounds (default 5; quick: 1)")
     parser.add_argument("--temp-dir", type=Path, help="an empty directory with a short path (default: a new one)")
     parser.add_argument("--no-pin", action="store_true", help="do not pin the nodes to cores")
+    parser.add_argument(
+        "--sandbox-image",
+        help="the Docker backend with this sandbox image (each replica's pool on its node's engine: here, one engine) "
+        "instead of bubblewrap",
+    )
     args = parser.parse_args()
     batches = args.batches or (40 if args.quick else 80)
     requests = args.requests or (40 if args.quick else 300)
@@ -399,8 +404,12 @@ def main() -> None:
         f"{importlib.metadata.version('ray')}; load average {load_average()}"
     )
     try:
-        with ray_cluster(temp_dir, pin) as cluster, verifier(cluster) as deployment:
-            check_replicas(deployment)
+        settings, isolation = SETTINGS, "bubblewrap"
+        if args.sandbox_image:
+            settings = SETTINGS | {"VERIFIER_SANDBOX_BACKEND": "docker", "VERIFIER_SANDBOX__IMAGE": args.sandbox_image}
+            isolation = "docker"
+        with ray_cluster(temp_dir, pin) as cluster, verifier(cluster, settings) as deployment:
+            check_replicas(deployment, isolation)
             correctness(deployment, batches)
             per_request_cost(deployment, requests)
             scale_out(deployment, rounds, batches=8 if args.quick else 48)
@@ -414,6 +423,16 @@ def main() -> None:
     left = [pid for base in bases for pid in uid_processes(range(base, base + 256))]
     if left:
         raise BenchError(f"sandbox processes left behind: {left}")
+    if args.sandbox_image:
+        pools = [replica_defaults(node, 0, 1)["VERIFIER_SANDBOX__POOL_NAME"] for node in NODES]
+        listed = subprocess.run(
+            ["docker", "ps", "-aq", *(f"--filter=label=verifier.sandbox.pool={pool}" for pool in pools)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if listed.stdout.strip():
+            raise BenchError(f"sandbox containers left behind: {listed.stdout.split()}")
     print(f"no sandbox process left; load average at the end {load_average()}")
 
 
