@@ -19,7 +19,7 @@ RAY := .venv-ray
 RAY_STAMP := $(RAY)/.installed
 # The `ray` extra (Ray Serve, pinned in pyproject.toml) in an overlay virtualenv laid over .venv like the one above,
 # for the Ray tests (tests/ray) and bench/scale_ray.py. Apart from .venv-interop: that one holds the trainers.
-RAY_EXTRA = $(shell $(BIN)/python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["ray"])')
+RAY_EXTRA = $(shell $(BIN)/python -c 'import shlex, tomllib; print(*map(shlex.quote, tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["ray"]))')
 
 .PHONY: system-deps install interop ray format lint typecheck test run bench all clean integration down
 
