@@ -45,6 +45,10 @@ RUN set -eu; \
 
 FROM ${BASE_IMAGE}
 ARG BASE_IMAGE
+# Debian packages for the local sandbox backend inside this container, where no Docker socket is (Kubernetes:
+# deploy/k8s, docs/scale.md): SANDBOX_PACKAGES=bubblewrap. Empty by default: under compose, code runs in the sandbox
+# image's containers, and this image stays as lean as it was.
+ARG SANDBOX_PACKAGES=""
 LABEL org.opencontainers.image.title="reward-verifier" \
       org.opencontainers.image.description="Scores LLM completions (math, code, think format) for RL training" \
       org.opencontainers.image.licenses="Apache-2.0" \
@@ -58,6 +62,13 @@ RUN set -eu; \
     for tool in gcc cc c++ g++ clang tcc; do \
         if command -v "$tool" >/dev/null; then echo "base image has a compiler: $tool" >&2; exit 1; fi; \
     done; \
+    if [ -n "$SANDBOX_PACKAGES" ]; then \
+        export DEBIAN_FRONTEND=noninteractive; \
+        apt-get update -qq; \
+        apt-get install -y -qq --no-install-recommends $SANDBOX_PACKAGES >/dev/null; \
+        apt-get clean; \
+        rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt /var/log/dpkg.log; \
+    fi; \
     rm -rf /root/.cache /tmp/* /var/tmp/*
 
 COPY --from=builder /opt/verifier /opt/verifier

@@ -16,10 +16,15 @@ from pathlib import Path
 import httpx
 import pytest
 
+from conftest import ray_serve_installed
+
 ROOT = Path(__file__).parents[1]
 # tests/interop checks the trainer adapters against the trainers' own packages, which live in the overlay virtualenv
 # (`make interop`, .venv-interop); `make test` runs it there, after this suite.
+# tests/ray runs the verifier on Ray Serve, which lives in the ray overlay (`make ray`, .venv-ray); `make test` runs
+# it there, after this suite. (The closest conftest's collect_ignore wins, so this one says it, not the root's.)
 collect_ignore = [] if importlib.util.find_spec("verl") else ["interop"]
+collect_ignore += [] if ray_serve_installed() else ["ray"]
 
 
 def free_port() -> int:

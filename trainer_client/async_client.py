@@ -18,8 +18,8 @@ from verifier_service.schema import ItemResult, ScoreItem
 class AsyncVerifierClient:
     """Score completions with a verifier service, without blocking the event loop.
 
-    Same arguments and behaviour as `VerifierClient`; `aclose()` instead of `close()`. An httpx.AsyncClient belongs
-    to the event loop it first ran on, and so does this client.
+    Same arguments and behaviour as `VerifierClient` (one URL or several); `aclose()` instead of `close()`. An
+    httpx.AsyncClient belongs to the event loop it first ran on, and so does this client.
 
     >>> import asyncio
     >>> from verifier_service.schema import FormatOptions, ScoreItem
@@ -33,7 +33,7 @@ class AsyncVerifierClient:
 
     def __init__(
         self,
-        base_url: str = DEFAULT_URL,
+        base_url: str | Sequence[str] = DEFAULT_URL,
         *,
         api_key: str | None = None,
         config: ClientConfig | None = None,
@@ -64,17 +64,8 @@ class AsyncVerifierClient:
 
     async def wait_until_ready(self, timeout: float = 60.0, *, connect_grace: float | None = None) -> None:
         """Wait until `GET /readyz` answers 200; as `VerifierClient.wait_until_ready`."""
-        wait = ReadinessWait(self.core, timeout, connect_grace)
-        while True:
-            request_timeout = wait.request_timeout()
-            try:
-                response = await self._http.get(self.core.ready_url, headers=self.core.headers, timeout=request_timeout)
-            except HTTPX_ERRORS as exc:
-                wait.failed(exc)
-            else:
-                if wait.answered(response):
-                    return
-            await asyncio.sleep(wait.delay())
+        for wait in [ReadinessWait(self.core, timeout, connect_grace, base_url=url) for url in self.core.urls]:
+            await self._wait_until_ready(wait)
 
     async def aclose(self) -> None:
         if self._owns_http:
@@ -88,21 +79,38 @@ class AsyncVerifierClient:
     ) -> None:
         await self.aclose()
 
+    async def _wait_until_ready(self, wait: ReadinessWait) -> None:
+        while True:
+            request_timeout = wait.request_timeout()
+            try:
+                response = await self._http.get(wait.ready_url, headers=self.core.headers, timeout=request_timeout)
+            except HTTPX_ERRORS as exc:
+                wait.failed(exc)
+            else:
+                if wait.answered(response):
+                    return
+            await asyncio.sleep(wait.delay())
+
     async def _send_chunk(self, chunk: Chunk) -> list[ItemResult]:
         body = chunk.body()
-        attempt = 0
-        while True:
-            try:
-                response = await self._http.post(
-                    self.core.score_url, content=body, headers=self.core.headers, timeout=self.core.config.timeout()
-                )
-            except HTTPX_ERRORS as exc:
-                delay = self.core.retry_delay(attempt, error=exc)
-                if delay is None:
-                    raise map_httpx_error(exc, f"POST {self.core.score_url}") from exc
-            else:
-                delay = self.core.retry_delay(attempt, response=response)
-                if delay is None:
-                    return self.core.parse_score(response, chunk)
-            await asyncio.sleep(delay)
-            attempt += 1
+        attempt, target = 0, self.core.endpoints.acquire()
+        try:
+            while True:
+                url = self.core.score_url_at(target)
+                try:
+                    response = await self._http.post(
+                        url, content=body, headers=self.core.headers, timeout=self.core.config.timeout()
+                    )
+                except HTTPX_ERRORS as exc:
+                    retry = self.core.retry(attempt, target, error=exc)
+                    if retry is None:
+                        raise map_httpx_error(exc, f"POST {url}") from exc
+                else:
+                    retry = self.core.retry(attempt, target, response=response)
+                    if retry is None:
+                        return self.core.parse_score(response, chunk, target)
+                target = retry.target
+                await asyncio.sleep(retry.delay_s)
+                attempt += 1
+        finally:
+            self.core.endpoints.release(target)

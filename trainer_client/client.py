@@ -19,6 +19,11 @@ from verifier_service.schema import ItemResult, ScoreItem
 class VerifierClient:
     """Score completions with a verifier service.
 
+    `base_url` may name several verifiers (a list, or one string with commas: "http://a:8088,http://b:8088"), e.g.
+    the replicas of a Ray Serve deployment at their nodes' own addresses (docs/scale.md): the chunks of a batch are
+    spread over them, each to the one with the fewest in flight, and a chunk whose verifier cannot be reached, is
+    busy or fails (5xx) is retried on another.
+
     Pass `http_client` to bring your own `httpx.Client` (a test transport, proxies, TLS settings); the caller then
     owns it and `close()` leaves it open. Every request carries the timeouts of `config` either way. The client
     made here keeps no idle connections (see `config.FRESH_CONNECTIONS`).
@@ -33,7 +38,7 @@ class VerifierClient:
 
     def __init__(
         self,
-        base_url: str = DEFAULT_URL,
+        base_url: str | Sequence[str] = DEFAULT_URL,
         *,
         api_key: str | None = None,
         config: ClientConfig | None = None,
@@ -54,24 +59,16 @@ class VerifierClient:
             return place(chunks, _results_or_cancel(futures), len(items))
 
     def wait_until_ready(self, timeout: float = 60.0, *, connect_grace: float | None = None) -> None:
-        """Block until `GET /readyz` answers 200, logging progress (INFO, logger `trainer_client`) while it waits.
+        """Block until `GET /readyz` answers 200 (at every URL, when there are several), logging progress (INFO,
+        logger `trainer_client`) while it waits.
 
         Raises `VerifierNotReadyError` after `timeout` seconds. With `connect_grace`, raises
-        `VerifierConnectionError` once nothing has listened at the URL (connection refused, unknown host) for that
+        `VerifierConnectionError` once nothing has listened at a URL (connection refused, unknown host) for that
         many seconds: a verifier that is starting answers 503 or at least accepts connections. See
         `trainer_client.readiness`.
         """
-        wait = ReadinessWait(self.core, timeout, connect_grace)
-        while True:
-            request_timeout = wait.request_timeout()
-            try:
-                response = self._http.get(self.core.ready_url, headers=self.core.headers, timeout=request_timeout)
-            except HTTPX_ERRORS as exc:
-                wait.failed(exc)
-            else:
-                if wait.answered(response):
-                    return
-            time.sleep(wait.delay())
+        for wait in [ReadinessWait(self.core, timeout, connect_grace, base_url=url) for url in self.core.urls]:
+            self._wait_until_ready(wait)
 
     def close(self) -> None:
         if self._owns_http:
@@ -85,24 +82,41 @@ class VerifierClient:
     ) -> None:
         self.close()
 
+    def _wait_until_ready(self, wait: ReadinessWait) -> None:
+        while True:
+            request_timeout = wait.request_timeout()
+            try:
+                response = self._http.get(wait.ready_url, headers=self.core.headers, timeout=request_timeout)
+            except HTTPX_ERRORS as exc:
+                wait.failed(exc)
+            else:
+                if wait.answered(response):
+                    return
+            time.sleep(wait.delay())
+
     def _send_chunk(self, chunk: Chunk) -> list[ItemResult]:
         body = chunk.body()
-        attempt = 0
-        while True:
-            try:
-                response = self._http.post(
-                    self.core.score_url, content=body, headers=self.core.headers, timeout=self.core.config.timeout()
-                )
-            except HTTPX_ERRORS as exc:
-                delay = self.core.retry_delay(attempt, error=exc)
-                if delay is None:
-                    raise map_httpx_error(exc, f"POST {self.core.score_url}") from exc
-            else:
-                delay = self.core.retry_delay(attempt, response=response)
-                if delay is None:
-                    return self.core.parse_score(response, chunk)
-            time.sleep(delay)
-            attempt += 1
+        attempt, target = 0, self.core.endpoints.acquire()
+        try:
+            while True:
+                url = self.core.score_url_at(target)
+                try:
+                    response = self._http.post(
+                        url, content=body, headers=self.core.headers, timeout=self.core.config.timeout()
+                    )
+                except HTTPX_ERRORS as exc:
+                    retry = self.core.retry(attempt, target, error=exc)
+                    if retry is None:
+                        raise map_httpx_error(exc, f"POST {url}") from exc
+                else:
+                    retry = self.core.retry(attempt, target, response=response)
+                    if retry is None:
+                        return self.core.parse_score(response, chunk, target)
+                target = retry.target
+                time.sleep(retry.delay_s)
+                attempt += 1
+        finally:
+            self.core.endpoints.release(target)
 
 
 def _results_or_cancel(futures: list[Future[list[ItemResult]]]) -> list[list[ItemResult]]:

@@ -1,11 +1,14 @@
-"""What `VerifierClient` and `AsyncVerifierClient` share, without I/O: requests to send, answers to read, when to
-retry and how long to wait. The two clients differ only in how they send and sleep.
+"""What `VerifierClient` and `AsyncVerifierClient` share, without I/O: requests to send, answers to read, which
+verifier to send them to, when to retry and how long to wait. The two clients differ only in how they send and sleep.
 """
 
 from __future__ import annotations
 
+import math
 import random
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -23,6 +26,63 @@ from verifier_service.schema import ErrorResponse, ItemResult, ScoreItem, ScoreR
 USER_AGENT = "reward-verifier-client/0.1"
 SCORE_PATH = "/v1/score"
 READY_PATH = "/readyz"
+COOLDOWN_S = 5.0  # a URL that just failed is passed over this long while another one is there
+
+
+def parse_urls(base_url: str | Sequence[str]) -> tuple[str, ...]:
+    """The verifier URLs: one, a comma-separated list of them, or a sequence; without trailing slashes.
+
+    >>> parse_urls("http://a:8088/, http://b:8088")
+    ('http://a:8088', 'http://b:8088')
+    """
+    parts = base_url.split(",") if isinstance(base_url, str) else list(base_url)
+    urls = tuple(url.strip().rstrip("/") for url in parts if url.strip())
+    if not urls:
+        raise ValueError(f"no verifier URL in {base_url!r}")
+    return urls
+
+
+class Endpoints:
+    """The URLs a client spreads its chunks over: each chunk goes to the one with the fewest chunks in flight (taking
+    turns among equals), passing over for COOLDOWN_S one that just failed (no connection, 429, 5xx) while another
+    one is there. Thread-safe: the blocking client sends from several threads."""
+
+    def __init__(self, urls: Sequence[str], clock: Callable[[], float] = time.monotonic) -> None:
+        self.urls = tuple(urls)
+        self._clock = clock
+        self._in_flight = [0] * len(self.urls)
+        self._failed_at = [-math.inf] * len(self.urls)
+        self._turn = 0
+        self._lock = threading.Lock()
+
+    def acquire(self, avoid: int | None = None) -> int:
+        """The index of the URL for the next request (counted in flight until `release`), other than `avoid`
+        when there is another."""
+        with self._lock:
+            n, now = len(self.urls), self._clock()
+            others = [i for i in range(n) if i != avoid] or list(range(n))
+            fresh = [i for i in others if now - self._failed_at[i] >= COOLDOWN_S] or others
+            chosen = min(fresh, key=lambda i: (self._in_flight[i], (i - self._turn) % n))
+            self._turn = (chosen + 1) % n
+            self._in_flight[chosen] += 1
+            return chosen
+
+    def release(self, index: int, *, failed: bool = False) -> None:
+        with self._lock:
+            self._in_flight[index] -= 1
+            if failed:
+                self._failed_at[index] = self._clock()
+
+    def in_flight(self) -> tuple[int, ...]:
+        """Requests in flight, per URL."""
+        with self._lock:
+            return tuple(self._in_flight)
+
+    def has_fresh_other(self, index: int) -> bool:
+        """Whether a URL other than `index` has not failed lately (a retry can go there at once)."""
+        with self._lock:
+            now = self._clock()
+            return any(now - at >= COOLDOWN_S for i, at in enumerate(self._failed_at) if i != index)
 
 
 @dataclass(frozen=True)
@@ -38,13 +98,24 @@ class Chunk:
         return ScoreRequest(items=list(self.items)).model_dump_json(exclude_none=True).encode()
 
 
+@dataclass(frozen=True)
+class Retry:
+    """Try again at URL number `target`, after `delay_s` seconds."""
+
+    target: int
+    delay_s: float
+
+
 class ClientCore:
-    """Requests, parsing and retry decisions for one verifier at `base_url`."""
+    """Requests, parsing and retry decisions for the verifiers at `base_url`: one URL, or several (a list or a
+    comma-separated string) that the chunks of a batch are spread over."""
 
     def __init__(
-        self, base_url: str, api_key: str | None, config: ClientConfig, rng: random.Random | None = None
+        self, base_url: str | Sequence[str], api_key: str | None, config: ClientConfig, rng: random.Random | None = None
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.endpoints = Endpoints(parse_urls(base_url))
+        self.urls = self.endpoints.urls
+        self.base_url = self.urls[0] if len(self.urls) == 1 else ",".join(self.urls)
         self.config = config
         self.headers = {"accept": "application/json", "content-type": "application/json", "user-agent": USER_AGENT}
         if api_key:
@@ -57,19 +128,22 @@ class ClientCore:
 
     @property
     def score_url(self) -> str:
-        return self.base_url + SCORE_PATH
+        return self.score_url_at(0)
 
     @property
     def ready_url(self) -> str:
-        return self.base_url + READY_PATH
+        return self.urls[0] + READY_PATH
+
+    def score_url_at(self, target: int) -> str:
+        return self.urls[target] + SCORE_PATH
 
     def chunks(self, items: Sequence[ScoreItem]) -> list[Chunk]:
         size = self.config.chunk_size
         return [Chunk(start, items[start : start + size]) for start in range(0, len(items), size)]
 
-    def parse_score(self, response: httpx.Response, chunk: Chunk) -> list[ItemResult]:
+    def parse_score(self, response: httpx.Response, chunk: Chunk, target: int = 0) -> list[ItemResult]:
         """The chunk's results, in order; raises a `VerifierError` for anything else."""
-        what = f"POST {self.score_url} ({len(chunk.items)} items)"
+        what = f"POST {self.score_url_at(target)} ({len(chunk.items)} items)"
         if response.status_code == 401:
             hint = "the api_key= given was refused" if self.sends_key else "no API key was sent: pass api_key="
             raise status_error(401, error_detail(response), what, hint=hint)
@@ -85,6 +159,20 @@ class ClientCore:
             if result.id != item.id:
                 raise VerifierResponseError(f"{what}: result {index} has id {result.id!r}, expected {item.id!r}")
         return results
+
+    def retry(
+        self, attempt: int, target: int, *, response: httpx.Response | None = None, error: Exception | None = None
+    ) -> Retry | None:
+        """Where and when to send a chunk again after attempt number `attempt` at URL `target` failed, or None: do not
+        retry (`retry_delay` decides). A retry goes to another URL where there is one; at once when that one has not
+        failed lately, else after the backoff. The chunk's place in flight moves with it."""
+        delay = self.retry_delay(attempt, response=response, error=error)
+        if delay is None:
+            return None
+        if self.endpoints.has_fresh_other(target):
+            delay = 0.0
+        self.endpoints.release(target, failed=True)
+        return Retry(self.endpoints.acquire(avoid=target), delay)
 
     def retry_delay(
         self, attempt: int, *, response: httpx.Response | None = None, error: Exception | None = None

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import httpx
 
-from trainer_client.core import ClientCore, error_detail
+from trainer_client.core import READY_PATH, ClientCore, error_detail
 from trainer_client.errors import (
     RETRYABLE_ERRORS,
     VerifierConfigError,
@@ -33,9 +33,10 @@ MAX_REQUEST_S = 5.0  # one GET /readyz never waits longer than this
 
 
 class ReadinessWait:
-    """One `wait_until_ready(timeout, connect_grace=...)` call. The client asks `request_timeout()` before each
-    `GET /readyz` and hands the answer to `answered` (True: ready) or the error to `failed`; either may raise.
-    Then it sleeps `delay()` seconds and asks again.
+    """One `wait_until_ready(timeout, connect_grace=...)` call, for the verifier at `base_url` (default: the client's
+    first). The client asks `request_timeout()` before each `GET /readyz` at `ready_url` and hands the answer to
+    `answered` (True: ready) or the error to `failed`; either may raise. Then it sleeps `delay()` seconds and asks
+    again. A client with several URLs makes one per URL at once (one deadline) and waits for each in turn.
     """
 
     def __init__(
@@ -44,8 +45,11 @@ class ReadinessWait:
         timeout: float,
         connect_grace: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        base_url: str | None = None,
     ) -> None:
         self.core = core
+        self.base_url = base_url or core.urls[0]
+        self.ready_url = self.base_url + READY_PATH
         self.timeout = timeout
         self.connect_grace = connect_grace
         self.clock = clock
@@ -58,7 +62,7 @@ class ReadinessWait:
         """The timeout of the next `GET /readyz`; raises `VerifierNotReadyError` once the time is up."""
         remaining = self._remaining()
         if remaining <= 0:
-            raise VerifierNotReadyError(f"{self.core.base_url} not ready after {self.timeout:g}s: {self.reason}")
+            raise VerifierNotReadyError(f"{self.base_url} not ready after {self.timeout:g}s: {self.reason}")
         return min(remaining, MAX_REQUEST_S)
 
     def answered(self, response: httpx.Response) -> bool:
@@ -66,10 +70,10 @@ class ReadinessWait:
         self.unreachable_since = None
         if response.status_code == 200:
             if self._logged is not None:
-                logger.info("verifier at %s ready after %.0fs", self.core.base_url, self.clock() - self.started)
+                logger.info("verifier at %s ready after %.0fs", self.base_url, self.clock() - self.started)
             return True
         if 400 <= response.status_code < 500 and response.status_code != 429:
-            raise status_error(response.status_code, error_detail(response), f"GET {self.core.ready_url}")
+            raise status_error(response.status_code, error_detail(response), f"GET {self.ready_url}")
         self.reason = not_ready_reason(response)
         self._progress("not ready", f"{self.reason}; waiting up to {self._remaining():.0f}s more")
         return False
@@ -80,7 +84,7 @@ class ReadinessWait:
         Raises (from `error`) `VerifierConfigError` at once, since an invalid URL stays invalid, and
         `VerifierConnectionError` once nothing has listened for `connect_grace` seconds.
         """
-        mapped = map_httpx_error(error, f"GET {self.core.ready_url}")
+        mapped = map_httpx_error(error, f"GET {self.ready_url}")
         if isinstance(mapped, VerifierConfigError):
             raise mapped from error
         self.reason = str(mapped)
@@ -93,7 +97,7 @@ class ReadinessWait:
             self.unreachable_since = now
         if self.connect_grace is not None and now - self.unreachable_since >= self.connect_grace:
             raise VerifierConnectionError(
-                f"nothing is listening at {self.core.base_url} ({type(error).__name__}: {error}; for "
+                f"nothing is listening at {self.base_url} ({type(error).__name__}: {error}; for "
                 f"{now - self.unreachable_since:.0f}s): is the verifier running, and is that its address?"
             ) from error
         if self.connect_grace is None:
@@ -114,7 +118,7 @@ class ReadinessWait:
         """An INFO line when the kind of reason changes, and every PROGRESS_EVERY_S while it stays."""
         now = self.clock()
         if self._logged is None or self._logged[0] != kind or now - self._logged[1] >= PROGRESS_EVERY_S:
-            logger.info("waiting for the verifier at %s: %s", self.core.base_url, text)
+            logger.info("waiting for the verifier at %s: %s", self.base_url, text)
             self._logged = (kind, now)
 
 

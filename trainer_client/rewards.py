@@ -80,7 +80,7 @@ class _RewardBase(Generic[ClientT]):
         self,
         components: str | Sequence[str] = "math",
         *,
-        base_url: str = DEFAULT_URL,
+        base_url: str | Sequence[str] = DEFAULT_URL,
         api_key: str | None = None,
         name: str | None = None,
         gold_column: str = "solution",

@@ -95,7 +95,10 @@ class VerifierScriptArguments(ScriptArguments):
         default=True,
         metadata={"help": "With --options_column: list the options under a text prompt (off when it lists them)."},
     )
-    verifier_url: str = field(default=DEFAULT_URL, metadata={"help": "Base URL of the verifier service."})
+    verifier_url: str = field(
+        default=DEFAULT_URL,
+        metadata={"help": "Base URL of the verifier service; several, comma-separated, to spread batches over them."},
+    )
     verifier_api_key: str | None = field(
         default=None, metadata={"help": "API key of the verifier; default: the VERIFIER_API_KEY environment variable."}
     )

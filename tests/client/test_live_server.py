@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import signal
 import threading
 from pathlib import Path
@@ -248,3 +249,28 @@ def test_server_killed_mid_run_gives_none_then_rewards_return_after_restart(
         assert srv.url == reward.base_url
         assert reward(**batch) == [1.0] * 200
     reward.close()
+
+
+def answered(url: str) -> float:
+    """Score requests a live verifier has answered with 200, from its /metrics."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    found = re.search(r'^verifier_requests_total\{status="200"\} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_several_urls_share_a_batch_and_one_going_away_costs_nothing(server: Server, tmp_path: Path) -> None:
+    """Two real verifiers behind one client: the chunks of a batch are spread over both; once one is stopped, every
+    chunk meant for it is retried on the other, and the batch still comes back whole and right."""
+    batch = [ScoreItem(id=str(i), completion=f"The answer is {i}.", math=MathSpec(gold=str(i))) for i in range(400)]
+    config = ClientConfig(chunk_size=25, max_concurrency=4, backoff_base_s=0.05, backoff_max_s=0.2)
+    with running_server(tmp_path, math_workers=1) as second:
+        before = answered(server.url), answered(second.url)
+        with VerifierClient(f"{server.url},{second.url}", config=config) as client:
+            client.wait_until_ready(30)
+            assert [r.reward for r in client.score(batch)] == [1.0] * 400
+            shares = answered(server.url) - before[0], answered(second.url) - before[1]
+            assert sum(shares) == 16 and min(shares) >= 4, shares
+            second.process.terminate()
+            second.process.wait(timeout=15)
+            assert [r.reward for r in client.score(batch)] == [1.0] * 400
+    assert answered(server.url) - before[0] == shares[0] + 16  # all of the second batch, whichever URL came first
