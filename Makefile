@@ -9,9 +9,10 @@ SRC := $(wildcard verifier_service sandbox trainer_client tests bench deploy con
 INTEROP := .venv-interop
 INTEROP_STAMP := $(INTEROP)/.installed
 # The trainers the adapters are tested against (tests/interop, docs/trainers.md), pinned, in a virtualenv laid over
-# .venv (a .pth file: torch, transformers and the project come from there). verl and OpenRLHF go in without their
-# dependencies: their own pins (transformers < 5.11, flash-attn and deepspeed built from source, hydra's antlr 4.9)
-# cannot be installed here and are not needed by the modules the adapters use.
+# .venv: a .pth file adds .venv's site-packages as a site directory (site.addsitedir, so the .pth files there apply
+# too: the project's editable install), and torch, transformers and the project come from there. verl and OpenRLHF go
+# in without their dependencies: their own pins (transformers < 5.11, flash-attn and deepspeed built from source,
+# hydra's antlr 4.9) cannot be installed here and are not needed by the modules the adapters use.
 INTEROP_NO_DEPS := verl==0.9.1 openrlhf==0.11.2 omegaconf==2.4.0 codetiming==1.4.0 pylatexenc==2.11
 INTEROP_DEPS := ray==2.60.0 tensordict==0.10.0 verifiers==0.4.0
 
@@ -34,7 +35,7 @@ install: $(STAMP) system-deps
 
 $(INTEROP_STAMP): $(STAMP) Makefile
 	test -x $(INTEROP)/bin/python || $(PYTHON) -m venv $(INTEROP)
-	$(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' \
+	$(BIN)/python -c 'import sysconfig; print("import site; site.addsitedir(%r)" % sysconfig.get_paths()["purelib"])' \
 	  > "$$($(INTEROP)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-project.pth"
 	$(INTEROP)/bin/python -m pip install --quiet --upgrade pip
 	$(INTEROP)/bin/python -m pip install --quiet --no-deps $(INTEROP_NO_DEPS)
@@ -44,9 +45,9 @@ $(INTEROP_STAMP): $(STAMP) Makefile
 interop: $(INTEROP_STAMP)
 
 # About 1 minute and 300 MB cold (ray's wheel, plus what Serve needs that .venv lacks).
-$(RAY_STAMP): $(STAMP) pyproject.toml
+$(RAY_STAMP): $(STAMP) pyproject.toml Makefile
 	test -x $(RAY)/bin/python || $(PYTHON) -m venv $(RAY)
-	$(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' \
+	$(BIN)/python -c 'import sysconfig; print("import site; site.addsitedir(%r)" % sysconfig.get_paths()["purelib"])' \
 	  > "$$($(RAY)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz-project.pth"
 	$(RAY)/bin/python -m pip install --quiet --upgrade pip
 	$(RAY)/bin/python -m pip install --quiet $(RAY_EXTRA)
