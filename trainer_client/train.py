@@ -17,6 +17,11 @@ Before it loads the data or the model, the script checks the verifier: it waits 
 say what it waits for), fails after `--verifier_connect_grace` seconds when nothing listens at `--verifier_url`,
 waits up to `--verifier_ready_timeout` for one that answers but is still starting, and sends one scored item to
 check the API key. Each failure exits with a message naming the flag that fixes it.
+
+While training, a verifier that stops answering costs rewards (None) but not the run; after
+`--max_consecutive_failures` reward calls in a row without a reward, the script saves the last completed step as a
+resumable checkpoint (`<output_dir>/checkpoint-<step>`, as the Trainer's periodic saves) and exits with a message
+giving the `--resume_from_checkpoint` flag that continues from it.
 """
 
 from __future__ import annotations
@@ -26,8 +31,10 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser, get_peft_config
 
 from trainer_client.client import VerifierClient
@@ -38,6 +45,7 @@ from trainer_client.errors import (
     VerifierError,
     VerifierNotReadyError,
     VerifierRequestError,
+    VerifierUnavailableError,
 )
 from trainer_client.gsm8k import HUB_ID
 from trainer_client.options import template_item
@@ -146,7 +154,11 @@ class VerifierScriptArguments(ScriptArguments):
         default=False, metadata={"help": "The chat template already opens <think> (format check accounts for it)."}
     )
     max_consecutive_failures: int = field(
-        default=10, metadata={"help": "Stop after this many reward calls in a row got no reward from the verifier."}
+        default=10,
+        metadata={
+            "help": "Stop after this many reward calls in a row got no reward from the verifier, saving the last "
+            "completed step as a checkpoint to resume from."
+        },
     )
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training rows."})
     system_prompt: str | None = field(
@@ -337,7 +349,12 @@ def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_
     eos_token_ids, pad_token_id = stop_token_ids(trainer)  # the tokenizer TRL loaded, and its generation config's
     for reward in rewards:
         reward.set_token_ids(eos_token_ids, pad_token_id)
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    try:
+        trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    except VerifierUnavailableError as exc:
+        if trainer.state.global_step == 0:  # no step done: nothing worth keeping
+            raise
+        raise SystemExit(f"error: {stopped_without_verifier(trainer, exc)}") from exc
     trainer.save_model(training_args.output_dir)
     trainer.save_state()  # trainer_state.json: the logged rewards and verifier metrics of every step
     logger.info("training done; model and trainer_state.json in %s", training_args.output_dir)
@@ -345,6 +362,22 @@ def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_
         trainer.push_to_hub(dataset_name=script_args.dataset_name)
     if hasattr(trainer, "end"):  # transformers >= 5.18: finish the trackers, end the process group
         trainer.end()
+
+
+def stopped_without_verifier(trainer: GRPOTrainer, error: VerifierUnavailableError) -> str:
+    """Save the last completed step as the Trainer's periodic saves do (model, optimizer, scheduler, RNG and
+    trainer_state.json), and say why the run stopped and how to continue it."""
+    step = trainer.state.global_step
+    checkpoint = Path(trainer._get_output_dir(trial=None)) / f"{PREFIX_CHECKPOINT_DIR}-{step}"  # where it saves
+    logger.warning("the verifier stayed unavailable; saving step %d to %s", step, checkpoint)
+    trainer._save_checkpoint(trainer.model, trial=None)  # transformers has no public way to save a resumable one
+    logger.info("checkpoint of step %d saved in %s", step, checkpoint)
+    return (
+        f"training stopped after step {step} of {trainer.state.max_steps}: the verifier gave no rewards ({error}). "
+        f"Step {step} is saved in {checkpoint}; once the verifier answers again, run the same command with "
+        f"--resume_from_checkpoint {checkpoint} to continue (a larger --max_consecutive_failures rides out longer "
+        "outages)."
+    )
 
 
 def cli(argv: Sequence[str] | None = None) -> None:
