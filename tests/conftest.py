@@ -55,7 +55,7 @@ def running_server(
     env |= {"VERIFIER_SANDBOX__UID_BASE": str(100_000 + (port % 10_000) * 32)}
     env |= {f"VERIFIER_{k.upper()}": str(v) for k, v in settings.items()}
     log = tmp_path / f"server-{port}.log"
-    with log.open("wb") as out:
+    with log.open("ab") as out:  # a server restarted on the same port adds to the same log
         process = subprocess.Popen(
             [python, "-m", "verifier_service"],
             cwd=ROOT,

@@ -7,7 +7,9 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -511,12 +513,15 @@ def e2e_server(tmp_path: Path) -> Iterator[Server]:
         yield srv
 
 
+def train_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if k != "VERIFIER_API_KEY"}, **OFFLINE, **(env or {})}
+
+
 def run_train(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**{k: v for k, v in os.environ.items() if k != "VERIFIER_API_KEY"}, **OFFLINE, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "trainer_client.train", *argv],
         cwd=ROOT,
-        env=env,
+        env=train_env(env),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -557,13 +562,12 @@ PREFLIGHT_VERDICTS = {
 }
 
 
-def train(server: Server, model: Path, tmp_path: Path, data: Path, *extra: str) -> tuple[list[dict[str, Any]], Path]:
-    """Two GRPO steps of 4 completions (one prompt each) on CPU; the logged steps and the output directory."""
-    out = tmp_path / "run"
-    argv = [
+def train_argv(url: str, model: Path, data: Path, out: Path, *extra: str) -> list[str]:
+    """Two GRPO steps of 4 completions (one prompt each) on CPU, every step logged; `extra` flags win."""
+    return [
         "--model_name_or_path", str(model),
         "--dataset_name", str(data),
-        "--verifier_url", server.url,
+        "--verifier_url", url,
         "--output_dir", str(out),
         "--max_steps", "2",
         "--per_device_train_batch_size", "4",
@@ -576,7 +580,12 @@ def train(server: Server, model: Path, tmp_path: Path, data: Path, *extra: str) 
         "--seed", "0",
         *extra,
     ]  # fmt: skip
-    result = run_train(argv, timeout=600)
+
+
+def train(server: Server, model: Path, tmp_path: Path, data: Path, *extra: str) -> tuple[list[dict[str, Any]], Path]:
+    """Two GRPO steps of 4 completions (one prompt each) on CPU; the logged steps and the output directory."""
+    out = tmp_path / "run"
+    result = run_train(train_argv(server.url, model, data, out, *extra), timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
     assert "verifier ready at" in result.stderr
     assert (out / "model.safetensors").is_file()
@@ -722,3 +731,115 @@ def test_grpo_on_mmlu_style_data_with_the_choice_reward(e2e_server: Server, tiny
     frame = pandas.read_parquet(sorted((out / "completions").glob("completions_*.parquet"))[-1])
     assert set(frame["verifier_choice/choice"]) <= set(VERDICTS["choice"])
     assert all("B. " in str(prompt) and "C. " in str(prompt) for prompt in frame["prompt"])  # the options listed
+
+
+# --------------------------------------------------------------------------- outages during training
+
+
+@contextmanager
+def training_in_background(argv: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """The training script running while the test acts on the verifier; its output goes to `log` as it comes."""
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "trainer_client.train", *argv], cwd=ROOT, env=train_env(), stdout=out, stderr=out
+        )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:  # the test failed while it ran
+            process.kill()
+            process.wait()
+
+
+def wait_until(condition: Callable[[], bool], process: subprocess.Popen[bytes], log: Path, what: str) -> None:
+    """Poll `condition` while the training runs; fail if it ends first or takes two minutes."""
+    deadline = time.monotonic() + 120
+    while not condition():
+        if process.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"training never {what}:\n{log.read_text(errors='replace')[-6000:]}")
+        time.sleep(0.05)
+
+
+# The training starts with the server; it waits for it (the script's pre-flight), longer than its usual 20 s on a
+# busy machine.
+GRACE = ("--verifier_connect_grace", "60")
+
+
+def scored_batches(server: Server) -> float:
+    return server_counters(server).get('verifier_requests_total{status="200"}', 0)
+
+
+def logged_steps(state_file: Path) -> list[dict[str, Any]]:
+    return [entry for entry in json.loads(state_file.read_text())["log_history"] if "loss" in entry]
+
+
+@pytest.mark.slow
+def test_a_verifier_gone_for_good_stops_the_run_with_a_checkpoint_that_resumes(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    data = write_jsonl(tmp_path / "gsm8k.jsonl", gsm8k_rows(16, seed=7))
+    out, log, port = tmp_path / "run", tmp_path / "train.log", free_port()
+    flags = ("--max_steps", "6", "--max_consecutive_failures", "2", *GRACE)
+    with training_in_background(train_argv(f"http://127.0.0.1:{port}", tiny_model, data, out, *flags), log) as run:
+        with running_server(tmp_path, port=port, math_timeout_s=3) as srv:
+            wait_until(lambda: scored_batches(srv) >= PREFLIGHT + 2, run, log, "scored two steps")
+        code = run.wait(timeout=300)  # the verifier is gone for good
+    output = log.read_text(errors="replace")
+    assert code == 1, output[-6000:]
+    messages = [line for line in output.splitlines() if line.startswith("error: training stopped")]
+    assert len(messages) == 1, output[-6000:]
+    message = messages[0]
+    match = re.match(r"error: training stopped after step (\d+) of 6: the verifier gave no rewards \(", message)
+    assert match, message
+    step = int(match[1])
+    checkpoint = out / f"checkpoint-{step}"
+    assert "2 reward calls in a row got no reward" in message
+    assert f"saved in {checkpoint};" in message and f"--resume_from_checkpoint {checkpoint} " in message
+    assert [path.name for path in out.iterdir() if path.name.startswith("checkpoint-")] == [checkpoint.name]
+    for name in ("model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json"):
+        assert (checkpoint / name).is_file(), name
+    state = json.loads((checkpoint / "trainer_state.json").read_text())
+    steps = logged_steps(checkpoint / "trainer_state.json")
+    assert state["global_step"] == step == len(steps) and 2 < step < 6
+    assert [entry["step"] for entry in steps] == list(range(1, step + 1))
+    # the first failed call gave None rewards and its step went on; the second in a row stopped the run
+    assert steps[-1]["verifier_math/unreachable_rate"] == 1.0
+    assert all(entry["verifier_math/unreachable_rate"] == 0.0 for entry in steps[:-1])
+
+    with running_server(tmp_path, math_timeout_s=3) as srv:
+        resumed = run_train([*train_argv(srv.url, tiny_model, data, out, *flags), "--resume_from_checkpoint",
+                             str(checkpoint)], timeout=300)  # fmt: skip
+        assert resumed.returncode == 0, resumed.stderr[-6000:]
+        assert scored_batches(srv) == PREFLIGHT + 6 - step  # only the steps the checkpoint had not done
+    final = logged_steps(out / "trainer_state.json")
+    assert [entry["step"] for entry in final] == list(range(1, 7))
+    assert final[:step] == steps  # the history carried over from the checkpoint
+    assert all(entry["verifier_math/unreachable_rate"] == 0.0 for entry in final[step:])
+
+
+@pytest.mark.slow
+def test_a_verifier_restarted_mid_training_costs_rewards_not_the_run(tiny_model: Path, tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "gsm8k.jsonl", gsm8k_rows(16, seed=7))
+    out, log, port = tmp_path / "run", tmp_path / "train.log", free_port()
+    argv = train_argv(f"http://127.0.0.1:{port}", tiny_model, data, out, "--max_steps", "8", *GRACE)
+    with training_in_background(argv, log) as run:
+        with running_server(tmp_path, port=port, math_timeout_s=3) as srv:
+            wait_until(lambda: scored_batches(srv) >= PREFLIGHT + 2, run, log, "scored two steps")
+        # killed (the context stopped it); restarted once a reward call has found it gone
+        wait_until(lambda: "no answer from the verifier" in log.read_text(errors="replace"), run, log, "missed it")
+        with running_server(tmp_path, port=port, math_timeout_s=3) as srv:
+            code = run.wait(timeout=300)
+            after_restart = scored_batches(srv)
+    assert code == 0, log.read_text(errors="replace")[-6000:]
+    steps = logged_steps(out / "trainer_state.json")
+    assert [entry["step"] for entry in steps] == list(range(1, 9))
+    unreachable = [entry["verifier_math/unreachable_rate"] > 0 for entry in steps]
+    first, last = unreachable.index(True), len(unreachable) - 1 - unreachable[::-1].index(True)
+    assert first >= 2 and all(unreachable[first : last + 1])  # one outage, after the two steps watched
+    for entry in steps[first : last + 1]:
+        assert entry["verifier_math/null_rate"] == 1.0 and entry["verifier_format/unreachable_rate"] == 1.0
+        assert entry["rewards/verifier_math/mean"] is None  # TRL's mean of no rewards: NaN, written as null
+    # every step after it was scored by the restarted verifier, and rewarded again
+    assert len(steps) - 1 - last == after_restart >= 1
+    for entry in steps[last + 1 :]:
+        assert entry["verifier_math/null_rate"] == 0.0 and entry["rewards/verifier_math/mean"] >= 0.0
