@@ -1,0 +1,167 @@
+"""The task, tokenizer, model and warm-start data of `bench/learning.py`, all built here (no hub).
+
+The task is GSM8K-shaped: arithmetic word problems at four levels (add, take away, multiply, two steps) with a
+solution that ends in `#### N`, so `python -m trainer_client.train` reads them as it reads GSM8K.
+
+The warm start teaches the format and the arithmetic but not which number to give as the answer: its completions
+work the problem out in `<think>` and then give the result only a third of the time, otherwise a number of the
+question (as a model that has not learnt to answer would). Greedy decoding then answers about a third of the problems
+right, and sampling gives GRPO groups with right and wrong answers: the verifier's reward is what can teach it to
+give the result it worked out. With the gold answers shuffled (the control), the reward no longer says which.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+NAMES = ["Tom", "Mia", "Sam", "Ana", "Leo", "Zoe", "Ben", "Ivy"]
+THINGS = ["apples", "stickers", "marbles", "pencils", "coins", "books", "shells", "cards"]
+LEVELS = ("add", "take", "times", "two_steps")
+RIGHT_SHARE = 1 / 3  # of the warm-start completions that give the result they worked out
+# Shorter than the training script's default (which works too): on CPU the prompt is most of the compute.
+SYSTEM_PROMPT = "Think step by step inside <think> </think> tags, then give the answer: The answer is N."
+
+
+@dataclass(frozen=True)
+class Problem:
+    question: str
+    work: str  # the arithmetic, as the solution and the warm start's reasoning write it
+    result: int
+    numbers: tuple[int, ...]  # the numbers of the question: the warm start's wrong answers
+    level: str
+
+    def row(self) -> dict[str, str]:
+        """A GSM8K row: `question`, and `answer` ending in the `#### N` line."""
+        return {"question": self.question, "answer": f"{self.work}\n#### {self.result}", "level": self.level}
+
+
+def problem(rng: random.Random, level: str) -> Problem:
+    name, things = rng.choice(NAMES), rng.choice(THINGS)
+    a, b = rng.randint(2, 9), rng.randint(2, 9)
+    if level == "add":
+        question = f"{name} has {a} {things} and gets {b} more. How many {things} does {name} have now?"
+        return Problem(question, f"{a} + {b} = {a + b}", a + b, (a, b), level)
+    if level == "take":
+        a += b
+        question = f"{name} has {a} {things} and gives away {b}. How many {things} are left?"
+        return Problem(question, f"{a} - {b} = {a - b}", a - b, (a, b), level)
+    if level == "times":
+        question = f"{name} has {a} bags with {b} {things} in each. How many {things} are there in all?"
+        return Problem(question, f"{a} * {b} = {a * b}", a * b, (a, b), level)
+    c = rng.randint(1, a + b - 1)
+    question = f"{name} has {a} {things}, gets {b} more and then gives away {c}. How many {things} are left?"
+    work = f"{a} + {b} = {a + b}, {a + b} - {c} = {a + b - c}"
+    return Problem(question, work, a + b - c, (a, b, c), level)
+
+
+def problems(count: int, seed: int) -> list[Problem]:
+    """`count` problems, the levels in turn."""
+    rng = random.Random(seed)
+    return [problem(rng, LEVELS[i % len(LEVELS)]) for i in range(count)]
+
+
+def completion(item: Problem, rng: random.Random) -> str:
+    """A warm-start completion: the work in `<think>`, then the result a third of the time, else a number of the
+    question that is not the result."""
+    wrong = [n for n in item.numbers if n != item.result]
+    answer = item.result if not wrong or rng.random() < RIGHT_SHARE else rng.choice(wrong)
+    return f"<think>{item.work}</think>The answer is {answer}."
+
+
+def warm_start_rows(items: Sequence[Problem], seed: int, system_prompt: str = SYSTEM_PROMPT) -> list[dict[str, object]]:
+    """Prompt-completion chats for TRL's SFTTrainer, with the prompt the training script builds."""
+    rng = random.Random(seed)
+    return [
+        {
+            "prompt": [{"role": "system", "content": system_prompt}, {"role": "user", "content": item.question}],
+            "completion": [{"role": "assistant", "content": completion(item, rng)}],
+        }
+        for item in items
+    ]
+
+
+def shuffled_golds(rows: Sequence[Mapping[str, str]], seed: int) -> list[dict[str, str]]:
+    """The control's data: each question keeps its text, the solutions are dealt out to other questions (a
+    derangement), so the gold the verifier checks against is another problem's."""
+    order = list(range(len(rows)))
+    rng = random.Random(seed)
+    while len(rows) > 1 and any(i == j for i, j in enumerate(order)):
+        rng.shuffle(order)
+    return [{**row, "answer": rows[j]["answer"]} for row, j in zip(rows, order, strict=True)]
+
+
+def build_tokenizer(path: Path, lines: Sequence[str]) -> None:
+    """A byte-level BPE trained on the task's text, digits one token each (so numbers are spelt digit by digit)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE(unk_token=None))
+    core.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=800, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    core.train_from_iterator(lines, trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>"],
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(path)
+
+
+def build_model(path: Path, seed: int, hidden: int = 128, layers: int = 4) -> None:
+    """A Qwen2-style model with random weights (hidden 128, 4 layers: about a million parameters)."""
+    import torch
+    from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=4 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, do_sample=True
+    )
+    model.save_pretrained(path)
+
+
+def build(path: Path, items: Sequence[Problem], seed: int, system_prompt: str = SYSTEM_PROMPT) -> Path:
+    """Tokenizer (trained on the prompts and warm-start completions) and random model in `path`."""
+    path.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    lines = [system_prompt, *(line for item in items for line in (item.question, completion(item, rng)))]
+    build_tokenizer(path, lines)
+    build_model(path, seed)
+    return path
+
+
+def write_jsonl(path: Path, rows: Sequence[Mapping[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
