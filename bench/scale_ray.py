@@ -92,6 +92,10 @@ def ray_cluster(temp_dir: Path, pin: bool) -> Iterator[Cluster]:
     token.write_text(secrets.token_hex(32))
     token.chmod(0o600)
     ray_env = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)}
+    # Serve gives a starting proxy 5 s to answer its ready check, then kills it and serve.start fails: on one busy
+    # core (the test suite's other work, load average 5) a proxy needed longer. Give it a minute, and its health checks
+    # 30 s.
+    ray_env |= {"RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "60", "RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S": "30"}
     os.environ.update(ray_env)  # this process is the driver: before ray is imported (it reads them at import)
     env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
