@@ -32,6 +32,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -268,6 +269,8 @@ def smooth(values: Sequence[float], window: int = 10) -> list[float]:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    # stopped with SIGTERM: unwind, so the verifier and a running training script are stopped too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     import torch
