@@ -249,22 +249,23 @@ def plot(summary: dict[str, Any], path: Path) -> None:
     for axis in axes:
         axis.grid(alpha=0.3)
         axis.legend(loc="lower right")
-    figure.suptitle(
-        f"GRPO through the verifier, seed {summary['seed']}: held-out accuracy "
-        f"{summary['before']:.1f}% -> {summary['after']:.1f}%, control {summary['control_before']:.1f}% -> "
-        f"{summary['control_after']:.1f}%"
-        if summary.get("control")
-        else ""
-    )
+    title = f"GRPO through the verifier, seed {summary['seed']}: held-out accuracy {summary['before']:.1f}% -> "
+    title += f"{summary['after']:.1f}%"
+    if summary.get("control"):
+        title += f", control {summary['control_before']:.1f}% -> {summary['control_after']:.1f}%"
+    figure.suptitle(title)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
 
 
-def smooth(values: Sequence[float], window: int = 10) -> list[float]:
-    return [
-        sum(values[max(0, i - window + 1) : i + 1]) / len(values[max(0, i - window + 1) : i + 1])
-        for i in range(len(values))
-    ]
+def smooth(values: Sequence[float | None], window: int = 10) -> list[float]:
+    """The mean of the last `window` values at each step; a step with no reward (None: the verifier was down) is
+    left out."""
+    means = []
+    for i in range(len(values)):
+        known = [value for value in values[max(0, i - window + 1) : i + 1] if value is not None]
+        means.append(sum(known) / len(known) if known else float("nan"))
+    return means
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
