@@ -15,7 +15,7 @@ In one run, with a live verifier it starts (`python -m verifier_service` on a fr
    with math + format + overlong; then the control, the same command on the same data with the gold answers dealt
    out to other questions. 400 steps of 8 prompts x 8 completions, learning rate 1e-4, and a KL penalty (beta 0.04)
    to the warm start: without it the updates soon garble the reasoning the warm start taught (at 2e-4 and beta 0
-   the reward collapsed to 0 within 300 steps; at 1e-4, accuracy stalled near 50%).
+   the reward did not rise and the reasoning was garbled by step 264; at 1e-4, accuracy stalled near 50%).
 4. Held-out accuracy (problems the training never saw, greedy decoding, scored by the verifier's math component)
    before, at every saved checkpoint, and after, for both runs.
 
