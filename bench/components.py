@@ -25,16 +25,13 @@ import os
 import platform
 import random
 import statistics
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
-from machine import free_port, load_average, stop
+from machine import load_average, verifier
 from workloads import gsm8k_step
 
 from verifier_service.schema import ComponentResult, ScoreItem
@@ -190,28 +187,6 @@ def against_trl(texts: dict[str, str], repeats: int) -> None:
         print(f"{name:<11} TRL {t * 1e3:8.3f}  ours {o * 1e3:8.3f}  ratio {t / o:8.1f}{note}")
 
 
-@contextmanager
-def verifier() -> Iterator[str]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
-    env |= {"VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning", "VERIFIER_MATH_CACHE_SIZE": "0"}
-    env |= {"VERIFIER_CODE_ENABLED": "false"}
-    process = subprocess.Popen([sys.executable, "-m", "verifier_service"], cwd=ROOT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        yield url
-    finally:
-        stop(process)
-
-
 def post(client: httpx.Client, items: list[dict[str, Any]]) -> float:
     """The service's time for one request: the body is encoded before the clock starts, the answer decoded after."""
     body = json.dumps({"items": items}).encode()
@@ -282,7 +257,7 @@ def main() -> None:
     texts = completions(random.Random(0))
     in_process(texts, args.repeats)
     against_trl(texts, min(args.repeats, 50))
-    with verifier() as url, httpx.Client(base_url=url, timeout=300) as client:
+    with verifier(VERIFIER_MATH_CACHE_SIZE="0") as url, httpx.Client(base_url=url, timeout=300) as client:
         through_service(client, texts, args.requests)
         gsm8k_step_cost(client, args.steps)
     print(f"load average at the end: {load_average()}")

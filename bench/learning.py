@@ -36,13 +36,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from learning_task import SYSTEM_PROMPT, Problem, build, problems, shuffled_golds, warm_start_rows, write_jsonl
-from machine import free_port, load_average, stop
+from machine import load_average, verifier
 
 from trainer_client import VerifierClient
 from verifier_service.schema import ScoreItem
@@ -76,26 +75,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.prompts_per_step, args.generations, args.checkpoints = 2, 4, 1
     args.out = args.out or ROOT / "bench" / "results" / f"learning-seed{args.seed}"
     return args
-
-
-@contextmanager
-def verifier(log: Path) -> Iterator[str]:
-    """A live verifier on a free loopback port, math and format only (no code sandbox needed)."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
-    env |= {"VERIFIER_HOST": "127.0.0.1", "VERIFIER_PORT": str(port), "VERIFIER_CODE_ENABLED": "false"}
-    env |= {"VERIFIER_MATH_WORKERS": "1", "VERIFIER_LOG_LEVEL": "warning"}
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "verifier_service"], cwd=ROOT, env=env, stdout=out, stderr=out
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        with VerifierClient(url) as client:
-            client.wait_until_ready(120)
-        yield url
-    finally:
-        stop(process)
 
 
 def warm_start(model: Path, items: Sequence[Problem], args: argparse.Namespace, out: Path) -> None:
@@ -293,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     control_data = write_jsonl(out / "train-shuffled.jsonl", shuffled_golds(rows, seed=args.seed))
     print(f"task: {len(train_items)} training problems, {len(held_out)} held out (none of their questions trained on)")
 
-    with verifier(out / "verifier.log") as url:
+    with verifier(out / "verifier.log", VERIFIER_MATH_WORKERS="1") as url:
         started = time.monotonic()
         model = out / "warm"
         if args.warm_start:  # an earlier run's warm start, same seed and task

@@ -1,10 +1,19 @@
-"""Helpers the benchmarks share: a free loopback port, stopping a service, and how busy the machine was."""
+"""Helpers the benchmarks share: a free loopback port, a local verifier, stopping a service, and how busy the machine
+was."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from trainer_client import VerifierClient
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
@@ -29,3 +38,27 @@ def stop(process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+@contextmanager
+def verifier(log: Path | None = None, **settings: str) -> Iterator[str]:
+    """`python -m verifier_service` on a free loopback port, code scoring off, with only these VERIFIER_* settings
+    (none from the environment); its URL once /readyz answers 200. Its output goes to `log` (else this process's);
+    stopped on the way out."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
+    env |= {"VERIFIER_HOST": "127.0.0.1", "VERIFIER_PORT": str(port), "VERIFIER_CODE_ENABLED": "false"}
+    env |= {"VERIFIER_LOG_LEVEL": "warning", **settings}
+    command = [sys.executable, "-m", "verifier_service"]
+    if log is None:
+        process = subprocess.Popen(command, cwd=ROOT, env=env)
+    else:
+        with log.open("wb") as out:
+            process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=out)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with VerifierClient(url) as client:
+            client.wait_until_ready(120)
+        yield url
+    finally:
+        stop(process)
