@@ -79,6 +79,15 @@ class _Batch:
 
 
 @dataclass
+class _Chunk:
+    """Items whose text components a worker scores: the first one's index in the batch, the items, the run."""
+
+    start: int
+    items: list[ScoreItem]
+    run: asyncio.Future[Any]
+
+
+@dataclass
 class _Program:
     submission: Submission
     total: int
@@ -92,21 +101,27 @@ def _component(result: MathResult) -> ComponentResult:
 
 
 def _reward(item: ScoreItem, components: dict[str, ComponentResult]) -> float | None:
-    weights = cast(dict[str, float], item.weights or {})  # keys are component names
+    weights = cast("dict[str, float] | None", item.weights)  # keys are component names; a string: not built per call
     total = 0.0
     for name, component in components.items():
-        if component.score is None:
+        score = component.score
+        if score is None:
             return None
-        total += weights.get(name, 1.0) * component.score
+        total += score if weights is None else weights.get(name, 1.0) * score
     return total
 
 
-def _score_gated(item: ScoreItem, components: dict[str, ComponentResult]) -> None:
-    """The components that read correctness from another, once that one is scored."""
+def _result(item: ScoreItem, found: dict[str, ComponentResult]) -> ItemResult:
+    """The item's result from its components scored so far: the gated ones are scored now, from the component each
+    reads correctness from."""
+    requested = item.requested()
     for name, scorer in GATED.items():
         spec = getattr(item, name)
         if spec is not None:
-            components[name] = safely(name, scorer, item, spec, components[item.correctness_source(spec)])
+            found[name] = safely(name, scorer, item, spec, found[item.correctness_source(spec)])
+    components = {name: found[name] for name in requested}  # in the fixed order of COMPONENTS
+    reward = _reward(item, components)
+    return ItemResult(id=item.id, reward=reward, status="ok" if reward is not None else "error", components=components)
 
 
 class Engine:
@@ -123,65 +138,118 @@ class Engine:
         deadline = asyncio.get_running_loop().time() + self.settings.batch_timeout_s
         # Many items' text components go to the worker pool, in chunks, while this process extracts the math
         # answers; a few are scored in place, where sending them would cost more than the work.
-        in_workers = sum(1 for item in items if text_components(item)) >= WORKER_TEXT_ITEMS
-        texts = asyncio.ensure_future(self._texts_in_workers(items, deadline)) if in_workers else None
-        # Extraction is regex work on up to a few MB: off the event loop, so health checks stay answered; a small
-        # batch is prepared in place, where the thread hop would cost more than the work.
-        if sum(len(item.completion) for item in items) <= INLINE_PREPARE_CHARS:
-            batch = self._prepare(items, with_texts=texts is None)
-        else:
-            batch = await asyncio.to_thread(self._prepare, items, texts is None)
-        await asyncio.gather(
-            self._run_math(batch, deadline), self._run_code(batch, deadline), *([texts] if texts else [])
-        )
-        if texts is not None:
-            for found, scored in zip(batch.components, texts.result(), strict=True):
-                found.update(scored)
-        results = []
-        for item, found in zip(items, batch.components, strict=True):
-            _score_gated(item, found)
-            components = {name: found[name] for name in item.requested()}  # in the fixed order of COMPONENTS
-            reward = _reward(item, components)
-            results.append(
-                ItemResult(
-                    id=item.id,
-                    reward=reward,
-                    status="ok" if reward is not None else "error",
-                    components=components,
-                )
-            )
+        sent: list[_Chunk] = []
+        try:
+            if sum(1 for item in items if text_components(item)) >= WORKER_TEXT_ITEMS:
+                sent = self._send_texts(items, deadline)
+                await asyncio.sleep(0)  # the chunks reach the workers before the extraction starts
+            batch = await self._prepare(items, with_texts=not sent)
+            await asyncio.gather(self._run_math(batch, deadline), self._run_code(batch, deadline))
+            if sent:
+                results = await self._finish_with_texts(items, batch, sent, deadline)
+            else:
+                results = [_result(item, found) for item, found in zip(items, batch.components, strict=True)]
+        except asyncio.CancelledError:  # the client went away: the text chunks' workers are retired too
+            await _cancel([chunk.run for chunk in sent])
+            raise
         self.metrics.observe_results(results)
         return results
 
-    def _prepare(self, items: list[ScoreItem], with_texts: bool) -> _Batch:
-        batch = _Batch(components=score_texts(items) if with_texts else [{} for _ in items])
-        for index, item in enumerate(items):
-            if item.math is not None:
-                self._prepare_math(batch, index, item.completion, item.math)
-            if item.code is not None:
-                self._prepare_code(batch, index, item.completion, item.code)
-        return batch
-
-    async def _texts_in_workers(self, items: list[ScoreItem], deadline: float) -> list[dict[str, ComponentResult]]:
-        """The items' text components, scored by the worker pool in chunks (about two per worker). A chunk whose
-        worker failed is scored here instead; one not finished at the batch deadline is null."""
-        size = max(WORKER_TEXT_ITEMS // 2, -(-len(items) // (2 * self.pool.size)))
-        chunks = [items[start : start + size] for start in range(0, len(items), size)]
+    def _send_texts(self, items: list[ScoreItem], deadline: float) -> list[_Chunk]:
+        """Start scoring the items' text components in the worker pool, in chunks: about four per worker, so that a
+        worker that gets more of the machine takes more of them."""
+        size = max(WORKER_TEXT_ITEMS // 2, -(-len(items) // (4 * self.pool.size)))
         timeout = max(0.001, deadline - asyncio.get_running_loop().time())
-        runs = [asyncio.ensure_future(self.pool.run(TextTask.of(chunk), timeout_s=timeout)) for chunk in chunks]
-        done = await _finished_by(runs, deadline)
-        found: list[dict[str, ComponentResult]] = []
-        for chunk, run in zip(chunks, runs, strict=True):
-            if run not in done or isinstance(run.exception(), TaskTimeout):
-                late = self._deadline_exceeded()
-                failure = failed(late.verdict, late.detail or "")
-                found.extend({name: failure for name in text_components(item)} for item in chunk)
-            elif run.exception() is not None:
-                log.warning("a worker failed on text components (%s); scoring them here", run.exception())
-                found.extend(await asyncio.to_thread(score_texts, chunk))
-            else:
-                found.extend(results_of(run.result()))
-        return found
+        return [
+            _Chunk(start, chunk, asyncio.ensure_future(self.pool.run(TextTask.of(chunk), timeout_s=timeout)))
+            for start in range(0, len(items), size)
+            if (chunk := items[start : start + size])
+        ]
+
+    async def _finish_with_texts(
+        self, items: list[ScoreItem], batch: _Batch, sent: list[_Chunk], deadline: float
+    ) -> list[ItemResult]:
+        """The items' results, once math and code are scored, chunk by chunk as the text components come back: the
+        items of one chunk are put together while the workers still score others. A chunk not back by the deadline
+        is null."""
+        results: list[ItemResult | None] = [None] * len(items)
+        by_run = {chunk.run: chunk for chunk in sent}
+        pending = set(by_run)
+        loop = asyncio.get_running_loop()
+        try:
+            while pending:
+                done, pending = await asyncio.wait(
+                    pending, timeout=max(0.0, deadline - loop.time()), return_when=asyncio.FIRST_COMPLETED
+                )
+                if not done:
+                    break
+                for run in done:
+                    self._put_together(items, batch, results, by_run[run], await self._texts_of(by_run[run]))
+        finally:
+            await _cancel(pending)
+        for run in pending:
+            self._put_together(items, batch, results, by_run[run], self._late_texts(by_run[run].items))
+        return cast(list[ItemResult], results)
+
+    @staticmethod
+    def _put_together(
+        items: list[ScoreItem],
+        batch: _Batch,
+        results: list[ItemResult | None],
+        chunk: _Chunk,
+        texts: list[dict[str, ComponentResult]],
+    ) -> None:
+        for index, scored in enumerate(texts, start=chunk.start):
+            batch.components[index].update(scored)
+            results[index] = _result(items[index], batch.components[index])
+
+    async def _texts_of(self, chunk: _Chunk) -> list[dict[str, ComponentResult]]:
+        """The text components of a chunk whose run finished. When its worker failed they are scored here instead."""
+        failure = chunk.run.exception()
+        if isinstance(failure, TaskTimeout):
+            return self._late_texts(chunk.items)
+        if failure is not None:
+            log.warning("a worker failed on text components (%s); scoring them here", failure)
+            return await asyncio.to_thread(score_texts, chunk.items)
+        return results_of(chunk.run.result())
+
+    def _late_texts(self, items: list[ScoreItem]) -> list[dict[str, ComponentResult]]:
+        """The text components of items that were not scored in time: null."""
+        late = self._deadline_exceeded()
+        failure = failed(late.verdict, late.detail or "")
+        return [{name: failure for name in text_components(item)} for item in items]
+
+    async def _prepare(self, items: list[ScoreItem], with_texts: bool) -> _Batch:
+        """Extract the math answers and the programs, and score the text components when `with_texts`.
+
+        Extraction is regex work on up to a few MB. It runs on the event loop a slice of up to INLINE_PREPARE_CHARS
+        at a time (typically 0.1 ms; text built to be slow takes up to about 30 ms, the math answer window bounds it),
+        and between slices the loop answers health checks and hands text chunks to workers as they come back: a
+        thread would hold the GIL for 5 ms at a time instead (the regex engine holds it) and leave the workers
+        waiting."""
+        if not with_texts:
+            components: list[dict[str, ComponentResult]] = [{} for _ in items]
+        elif sum(len(item.completion) for item in items) <= INLINE_PREPARE_CHARS:
+            components = score_texts(items)
+        else:
+            components = await asyncio.to_thread(score_texts, items)
+        batch = _Batch(components=components)
+        start = 0
+        while start < len(items):
+            end, chars = start + 1, len(items[start].completion)
+            while end < len(items) and chars + len(items[end].completion) <= INLINE_PREPARE_CHARS:
+                chars += len(items[end].completion)
+                end += 1
+            for index in range(start, end):
+                item = items[index]
+                if item.math is not None:
+                    self._prepare_math(batch, index, item.completion, item.math)
+                if item.code is not None:
+                    self._prepare_code(batch, index, item.completion, item.code)
+            start = end
+            if start < len(items):
+                await asyncio.sleep(0)
+        return batch
 
     def _prepare_math(self, batch: _Batch, index: int, completion: str, spec: MathSpec) -> None:
         prepared = prepare_math(

@@ -484,38 +484,60 @@ class ScoreItem(_Strict):
 
     @model_validator(mode="after")
     def _check_components(self) -> ScoreItem:
-        requested = self.requested()
+        fields = self.__dict__  # the field values (a plain lookup: this runs for every item of every request)
+        weights = fields["weights"]
+        gated = [(name, spec) for name in GATED_COMPONENTS if (spec := fields[name]) is not None]
+        if not weights and not gated:  # every primary scores 1 right and 0 wrong: nothing else to check
+            if not any(fields[name] is not None for name in COMPONENTS):
+                raise ValueError(_NO_COMPONENT)
+            return self
+        # The rest depends only on which components, their weights and the gated components' options, which the items
+        # of a batch mostly share: each combination is checked once.
+        requested = tuple(name for name in COMPONENTS if fields[name] is not None)
+        key = (
+            requested,
+            tuple(weights.items()) if weights else None,
+            self.allow_order_inversion,
+            *((name, *spec.__dict__.values()) for name, spec in gated),
+        )
+        problem = _CHECKED.get(key, _UNCHECKED)
+        if problem is _UNCHECKED:
+            problem = self._problem(list(requested), gated)
+            if len(_CHECKED) >= _CHECKED_SIZE:
+                _CHECKED.clear()
+            _CHECKED[key] = problem
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
+    def _problem(self, requested: list[str], gated: list[tuple[str, GatedSpec]]) -> str | None:
+        """What is wrong with this item's choice of components, weights and options (never naming a value it was
+        sent), or None."""
         if not requested:
-            raise ValueError(f"each item needs at least one of {', '.join(COMPONENTS)}")
+            return _NO_COMPONENT
         unrequested = [name for name in COMPONENTS if name in (self.weights or {}) and name not in requested]
         if unrequested:  # names from COMPONENTS only: the message never echoes input
-            raise ValueError(f"weights name components this item does not request: {', '.join(unrequested)}")
+            return f"weights name components this item does not request: {', '.join(unrequested)}"
         primaries = [name for name in requested if name in PRIMARIES]
-        gated = self._gated()
         for name, spec in gated:
-            self._check_gate(name, spec, primaries)
-        # Without weights or gated components every primary scores 1 right and 0 wrong: nothing can invert.
-        if (self.weights or gated) and not self.allow_order_inversion:
+            if spec.correct_from is None and len(primaries) != 1:
+                needed = "one of" if not primaries else "correct_from to name one of"
+                return f"{name} reads correctness from another component: the item needs {needed} " \
+                       f"{', '.join(get_args(PrimaryName))}"  # fmt: skip
+            if spec.correct_from is not None and spec.correct_from not in primaries:
+                return f"{name}.correct_from names a component this item does not request"
+        if not self.allow_order_inversion:
             inversions = self._inversions(primaries, gated)
             if inversions:
-                raise ValueError(
+                return (
                     f"with these weights and options a wrong answer scores at least as much as a right one ("
                     f"{'; '.join(inversions)}): make the correctness component's weight outweigh the rest, or set "
                     "allow_order_inversion: true"
                 )
-        return self
+        return None
 
     def _gated(self) -> list[tuple[str, GatedSpec]]:
         return [(name, spec) for name in GATED_COMPONENTS if (spec := getattr(self, name)) is not None]
-
-    @staticmethod
-    def _check_gate(name: str, spec: GatedSpec, primaries: list[str]) -> None:
-        if spec.correct_from is None and len(primaries) != 1:
-            needed = "one of" if not primaries else "correct_from to name one of"
-            raise ValueError(f"{name} reads correctness from another component: the item needs {needed} "
-                             f"{', '.join(get_args(PrimaryName))}")  # fmt: skip
-        if spec.correct_from is not None and spec.correct_from not in primaries:
-            raise ValueError(f"{name}.correct_from names a component this item does not request")
 
     def spec(self, name: str) -> ComponentSpec | None:
         """The options of component `name`, None when the item does not request it."""
@@ -524,7 +546,8 @@ class ScoreItem(_Strict):
 
     def requested(self) -> list[str]:
         """The components this item asks for, in a fixed order."""
-        return [name for name in COMPONENTS if getattr(self, name) is not None]
+        fields = self.__dict__  # where pydantic keeps the field values: a plain lookup, 3x faster than getattr
+        return [name for name in COMPONENTS if fields[name] is not None]
 
     def correctness_source(self, spec: GatedSpec) -> str:
         """The component a gated one reads correctness from (the item has been checked to have it)."""
@@ -566,6 +589,11 @@ def _spec_classes() -> dict[str, type[ComponentSpec]]:
 SPECS: dict[str, type[ComponentSpec]] = _spec_classes()  # component name -> its spec class
 PRIMARIES: tuple[str, ...] = get_args(PrimaryName)
 GATED_COMPONENTS = tuple(name for name, spec in SPECS.items() if issubclass(spec, GatedSpec))  # read correctness
+_NO_COMPONENT = f"each item needs at least one of {', '.join(COMPONENTS)}"
+# ScoreItem._check_components's verdict on each combination of components, weights and gated options seen lately.
+_CHECKED: dict[tuple[Any, ...], str | None] = {}
+_CHECKED_SIZE = 4096
+_UNCHECKED = "unchecked"
 # Which verdicts each component gives (the OpenAPI document lists them per component). A newer server may add
 # verdicts: clients should treat one they do not know as "other", never fail on it.
 # Any component can also fail (null) as `internal_error`, a bug in the verifier, or `deadline_exceeded`, when the

@@ -16,6 +16,7 @@ from verifier_service.metrics import Metrics
 from verifier_service.pool import WorkerPool
 from verifier_service.runtime import WORKER_TASK
 from verifier_service.schema import ItemResult, ScoreItem
+from verifier_service.scoring.texts import TextTask, run_text_task
 from verifier_service.settings import VerifierSettings
 
 COMPLETIONS = [
@@ -103,3 +104,16 @@ def test_a_chunk_past_the_batch_deadline_is_null_and_nothing_is_lost(batch: list
         assert result.reward is None and result.status == "error"
         assert result.components["repetition"].verdict == "deadline_exceeded"
         assert result.components["repetition"].score is None
+
+
+def test_a_chunk_carries_each_distinct_spec_once() -> None:
+    """Equal options become one spec object, which pickle sends once; different options stay apart."""
+    same = [ScoreItem(completion=f"a b {n}", repetition={"n": 3}, overlong={"max_tokens": 8}) for n in range(3)]
+    other = ScoreItem(completion="a b 3", repetition={"n": 4}, overlong={"max_tokens": 8})
+    task = TextTask.of([*same, other])
+    specs = [dict(row[3]) for row in task.items]
+    assert specs[0]["repetition"] is specs[1]["repetition"] is specs[2]["repetition"]
+    assert specs[3]["repetition"] is not specs[0]["repetition"] and specs[3]["repetition"].n == 4
+    assert specs[3]["overlong"] is specs[0]["overlong"]
+    scored = [dict(found) for found in run_text_task(task)]  # each scored with its own options
+    assert [found["repetition"][1] for found in scored] == ["no_repetition"] * 3 + ["too_short"]

@@ -69,9 +69,19 @@ class TextTask:
 
     @classmethod
     def of(cls, items: Sequence[ScoreItem]) -> TextTask:
-        return cls(
-            tuple((item.completion, item.completion_tokens, item.truncated, _text_specs(item)) for item in items)
-        )
+        # Equal specs become one object, which pickle sends once: a batch's items mostly repeat a few specs, and a
+        # spec model costs microseconds to pickle, the chunk's largest cost in the service process. Equal means equal
+        # options, compared as plain values (the models' own __eq__ and __hash__ cost more than pickling them).
+        shared: dict[tuple[Any, ...], tuple[str, ComponentSpec]] = {}
+        rows = []
+        for item in items:
+            specs = []
+            for name in TEXT:
+                spec = getattr(item, name)
+                if spec is not None:
+                    specs.append(shared.setdefault((name, *spec.__dict__.values()), (name, spec)))
+            rows.append((item.completion, item.completion_tokens, item.truncated, tuple(specs)))
+        return cls(tuple(rows))
 
 
 def text_components(item: ScoreItem) -> list[str]:
@@ -79,27 +89,45 @@ def text_components(item: ScoreItem) -> list[str]:
     return [name for name in TEXT if getattr(item, name) is not None]
 
 
-def _text_specs(item: ScoreItem) -> tuple[tuple[str, ComponentSpec], ...]:
-    return tuple((name, getattr(item, name)) for name in text_components(item))
-
-
 def run_text_task(task: TextTask) -> list[list[tuple[str, Found]]]:
-    """In a worker: the task's items scored; per item, (component, result as plain values) pairs."""
+    """In a worker: the task's items scored; per item, (component, result as plain values) pairs. Equal results are
+    one result object (`text.component`), and become one tuple, which pickle sends once."""
     # The service validated these items; what the scorers read is rebuilt without validating again.
     items = [_item(text, tokens, truncated, specs) for text, tokens, truncated, specs in task.items]
-    return [
-        [(name, (result.score, result.verdict, result.detail, result.extracted)) for name, result in found.items()]
-        for found in score_texts(items)
-    ]
+    plain: dict[int, Found] = {}  # by the result's id: every result stays alive until this returns
+    answer = []
+    for found in score_texts(items):
+        pairs = []
+        for name, result in found.items():
+            values = plain.get(id(result))
+            if values is None:
+                values = plain[id(result)] = (result.score, result.verdict, result.detail, result.extracted)
+            pairs.append((name, values))
+        answer.append(pairs)
+    return answer
+
+
+_BLANK = ScoreItem.model_construct(completion="")  # every field at its default, for `_item` to copy
 
 
 def _item(
     text: str, tokens: int | None, truncated: bool | None, specs: Iterable[tuple[str, ComponentSpec]]
 ) -> ScoreItem:
+    # A copy of a blank item costs a fifth of model_construct, which resolves every default again.
     fields: dict[str, Any] = {"completion": text, "completion_tokens": tokens, "truncated": truncated, **dict(specs)}
-    return ScoreItem.model_construct(**fields)
+    return _BLANK.model_copy(update=fields)
 
 
 def results_of(outcome: list[list[tuple[str, Found]]]) -> list[dict[str, ComponentResult]]:
-    """`run_text_task`'s answer as component results again."""
-    return [{name: component(*values) for name, values in found} for found in outcome]
+    """`run_text_task`'s answer as component results again, one for each distinct tuple."""
+    made: dict[int, ComponentResult] = {}  # by the tuple's id: `outcome` holds every tuple until this returns
+    found = []
+    for pairs in outcome:
+        results = {}
+        for name, values in pairs:
+            result = made.get(id(values))
+            if result is None:
+                result = made[id(values)] = component(*values)
+            results[name] = result
+        found.append(results)
+    return found
