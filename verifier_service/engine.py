@@ -27,9 +27,8 @@ from verifier_service.settings import VerifierSettings
 log = logging.getLogger(__name__)
 
 GROUP_SIZE = 8  # math tasks sent to a worker at once
-# Completions up to this size in all are extracted on the event loop: typically 0.1 ms; text built to be slow
-# takes up to about 30 ms (the math answer window bounds it), which a thread would not spare the loop either:
-# the regex engine holds the GIL.
+# Extraction runs on the event loop in slices of completions up to this size in all (`Engine._prepare`), and a batch
+# of text components this small is scored there too (a larger one in a thread).
 INLINE_PREPARE_CHARS = 32_000
 # Batches with at least this many items with text components score those in the worker pool (text.TextTask).
 WORKER_TEXT_ITEMS = 64

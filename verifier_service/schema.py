@@ -500,7 +500,10 @@ class ScoreItem(_Strict):
             self.allow_order_inversion,
             *((name, *spec.__dict__.values()) for name, spec in gated),
         )
-        problem = _CHECKED.get(key, _UNCHECKED)
+        try:
+            problem = _CHECKED.get(key, _UNCHECKED)
+        except TypeError:  # an option that cannot be hashed (none today): checked every time
+            problem = self._problem(list(requested), gated)
         if problem is _UNCHECKED:
             problem = self._problem(list(requested), gated)
             if len(_CHECKED) >= _CHECKED_SIZE:

@@ -79,7 +79,10 @@ class TextTask:
             for name in TEXT:
                 spec = getattr(item, name)
                 if spec is not None:
-                    specs.append(shared.setdefault((name, *spec.__dict__.values()), (name, spec)))
+                    try:
+                        specs.append(shared.setdefault((name, *spec.__dict__.values()), (name, spec)))
+                    except TypeError:  # an option that cannot be hashed (none today): sent as it is
+                        specs.append((name, spec))
             rows.append((item.completion, item.completion_tokens, item.truncated, tuple(specs)))
         return cls(tuple(rows))
 
