@@ -117,3 +117,32 @@ def test_a_chunk_carries_each_distinct_spec_once() -> None:
     assert specs[3]["overlong"] is specs[0]["overlong"]
     scored = [dict(found) for found in run_text_task(task)]  # each scored with its own options
     assert [found["repetition"][1] for found in scored] == ["no_repetition"] * 3 + ["too_short"]
+
+
+@pytest.mark.timeout(120)
+def test_a_request_cancelled_while_its_answers_are_extracted_retires_its_chunks_workers() -> None:
+    """The client goes away while the service still extracts the math answers, with every worker stuck on a text
+    chunk: the chunks are cancelled with the request and their workers replaced at once, not at the batch
+    deadline (120 s)."""
+    big = items(3000, seed=1)  # a few MB of completions: extraction takes a while
+
+    async def main() -> int:
+        pool = WorkerPool(2, "tests.unit.pool_tasks:stall_on_text")
+        await pool.start()
+        try:
+            engine = Engine(VerifierSettings(math_workers=2, batch_timeout_s=120), pool, Metrics())
+            task = asyncio.ensure_future(engine.score(big))
+            await asyncio.sleep(0.05)  # the chunks are out; the extraction is under way
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return pool.restarts
+        finally:
+            await pool.close()
+
+    saved = engine_module.WORKER_TEXT_ITEMS
+    engine_module.WORKER_TEXT_ITEMS = 8
+    try:
+        assert asyncio.run(main()) == 2  # both stuck workers retired (and replaced)
+    finally:
+        engine_module.WORKER_TEXT_ITEMS = saved
