@@ -38,8 +38,9 @@ def serve(settings: VerifierSettings) -> None:
     gc.freeze()
     # A collection runs when the tracked objects made minus those freed pass the first threshold (700 by default). A
     # large request keeps tens of thousands alive while it runs, so at 700 the collector walks them again and again
-    # (4 to 7 ms of a 512-item batch with every component); little of what requests make is cyclic garbage, and
-    # freeing it later costs little memory.
+    # (4 to 7 ms of a 512-item batch with every component). Little of what requests make is cyclic garbage (a failed
+    # task's traceback is: it may hold a chunk's completions), and it is freed after at most this many objects.
+    # Only this server entry point sets either: an in-process `Verifier` leaves its host's collector alone.
     gc.set_threshold(GC_THRESHOLD, 10, 10)
     uvicorn.Server(config).run()
 

@@ -43,7 +43,7 @@ CACHEABLE = frozenset({Verdict.CORRECT, Verdict.WRONG, Verdict.NO_ANSWER, Verdic
 class ResultCache:
     """A bounded LRU of finished math results, keyed by task (gold, answer, options); only `CACHEABLE` verdicts.
 
-    Read from the extraction thread and written from the event loop, hence the lock.
+    Read and written on the event loop (extraction runs there); the lock keeps it safe for any other thread.
     """
 
     def __init__(self, size: int) -> None:
@@ -148,15 +148,16 @@ class Engine:
                 results = await self._finish_with_texts(items, batch, sent, deadline)
             else:
                 results = [_result(item, found) for item, found in zip(items, batch.components, strict=True)]
-        except asyncio.CancelledError:  # the client went away: the text chunks' workers are retired too
+        except BaseException:  # the client went away, or a bug: the text chunks' workers are retired too
             await _cancel([chunk.run for chunk in sent])
             raise
         self.metrics.observe_results(results)
         return results
 
     def _send_texts(self, items: list[ScoreItem], deadline: float) -> list[_Chunk]:
-        """Start scoring the items' text components in the worker pool, in chunks: about four per worker, so that a
-        worker that gets more of the machine takes more of them."""
+        """Start scoring the items' text components in the worker pool, in chunks: about four per worker once a batch
+        has 128 items per worker (at least 32 items a chunk), so that a worker that gets more of the machine takes
+        more of them."""
         size = max(WORKER_TEXT_ITEMS // 2, -(-len(items) // (4 * self.pool.size)))
         timeout = max(0.001, deadline - asyncio.get_running_loop().time())
         return [
@@ -198,7 +199,7 @@ class Engine:
         chunk: _Chunk,
         texts: list[dict[str, ComponentResult]],
     ) -> None:
-        for index, scored in enumerate(texts, start=chunk.start):
+        for index, scored in zip(range(chunk.start, chunk.start + len(chunk.items)), texts, strict=True):
             batch.components[index].update(scored)
             results[index] = _result(items[index], batch.components[index])
 

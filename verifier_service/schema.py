@@ -501,16 +501,15 @@ class ScoreItem(_Strict):
             *((name, *spec.__dict__.values()) for name, spec in gated),
         )
         try:
-            problem = _CHECKED.get(key, _UNCHECKED)
+            found = _CHECKED.get(key, _UNCHECKED)
         except TypeError:  # an option that cannot be hashed (none today): checked every time
-            problem = self._problem(list(requested), gated)
-        if problem is _UNCHECKED:
-            problem = self._problem(list(requested), gated)
-            if len(_CHECKED) >= _CHECKED_SIZE:
+            found = self._problem(list(requested), gated)
+        if found is _UNCHECKED:
+            found = _CHECKED[key] = self._problem(list(requested), gated)
+            if len(_CHECKED) > _CHECKED_SIZE:
                 _CHECKED.clear()
-            _CHECKED[key] = problem
-        if problem is not None:
-            raise ValueError(problem)
+        if found is not None:
+            raise ValueError(found)
         return self
 
     def _problem(self, requested: list[str], gated: list[tuple[str, GatedSpec]]) -> str | None:
@@ -596,7 +595,7 @@ _NO_COMPONENT = f"each item needs at least one of {', '.join(COMPONENTS)}"
 # ScoreItem._check_components's verdict on each combination of components, weights and gated options seen lately.
 _CHECKED: dict[tuple[Any, ...], str | None] = {}
 _CHECKED_SIZE = 4096
-_UNCHECKED = "unchecked"
+_UNCHECKED = object()
 # Which verdicts each component gives (the OpenAPI document lists them per component). A newer server may add
 # verdicts: clients should treat one they do not know as "other", never fail on it.
 # Any component can also fail (null) as `internal_error`, a bug in the verifier, or `deadline_exceeded`, when the

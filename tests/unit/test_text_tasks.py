@@ -124,7 +124,7 @@ def test_a_request_cancelled_while_its_answers_are_extracted_retires_its_chunks_
     """The client goes away while the service still extracts the math answers, with every worker stuck on a text
     chunk: the chunks are cancelled with the request and their workers replaced at once, not at the batch
     deadline (120 s)."""
-    big = items(3000, seed=1)  # a few MB of completions: extraction takes a while
+    big = items(10_000, seed=1)  # 11 MB of completions: extraction takes a quarter of a second or more
 
     async def main() -> int:
         pool = WorkerPool(2, "tests.unit.pool_tasks:stall_on_text")
@@ -144,5 +144,35 @@ def test_a_request_cancelled_while_its_answers_are_extracted_retires_its_chunks_
     engine_module.WORKER_TEXT_ITEMS = 8
     try:
         assert asyncio.run(main()) == 2  # both stuck workers retired (and replaced)
+    finally:
+        engine_module.WORKER_TEXT_ITEMS = saved
+
+
+@pytest.mark.timeout(120)
+def test_a_request_that_fails_in_the_service_retires_its_chunks_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug while the answers are extracted (here: every extraction raises) fails the request; the text chunks
+    it sent are cancelled with it, their workers replaced, not left busy until the batch deadline."""
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("a bug in extraction")
+
+    monkeypatch.setattr(Engine, "_prepare_math", broken)
+    batch = [ScoreItem(completion=f"<think>x</think>{n}", math={"gold": "1"}, format={}) for n in range(64)]
+
+    async def main() -> int:
+        pool = WorkerPool(2, "tests.unit.pool_tasks:stall_on_text")
+        await pool.start()
+        try:
+            engine = Engine(VerifierSettings(math_workers=2, batch_timeout_s=120), pool, Metrics())
+            with pytest.raises(RuntimeError, match="a bug in extraction"):
+                await engine.score(batch)
+            return pool.restarts
+        finally:
+            await pool.close()
+
+    saved = engine_module.WORKER_TEXT_ITEMS
+    engine_module.WORKER_TEXT_ITEMS = 8
+    try:
+        assert asyncio.run(main()) == 2  # both workers were stuck on a chunk; both retired
     finally:
         engine_module.WORKER_TEXT_ITEMS = saved
