@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
 
 import pytest
 
@@ -18,6 +18,9 @@ from verifier_service.runtime import WORKER_TASK
 from verifier_service.schema import ItemResult, ScoreItem
 from verifier_service.scoring.texts import TextTask, run_text_task
 from verifier_service.settings import VerifierSettings
+
+T = TypeVar("T")
+STALL = "tests.unit.pool_tasks:stall_on_text"  # the worker, except that a text chunk never finishes
 
 COMPLETIONS = [
     "<think>6 * 7 = 42</think>The answer is \\boxed{C}. <answer>42</answer>",
@@ -50,13 +53,17 @@ def items(count: int, seed: int = 0) -> list[ScoreItem]:
     return made
 
 
-def score(function: str, batch: list[ScoreItem], in_workers: bool, **settings: Any) -> list[ItemResult]:
-    async def main() -> list[ItemResult]:
+def run_engine(
+    function: str, use: Callable[[Engine, WorkerPool], Awaitable[T]], in_workers: bool, **settings: Any
+) -> T:
+    """`use(engine, pool)` on a fresh two-worker pool running `function`; text components go to the workers from 8
+    items when `in_workers`, else never."""
+
+    async def main() -> T:
         pool = WorkerPool(2, function)
         await pool.start()
         try:
-            engine = Engine(VerifierSettings(math_workers=2, **settings), pool, Metrics())
-            return await engine.score(batch)
+            return await use(Engine(VerifierSettings(math_workers=2, **settings), pool, Metrics()), pool)
         finally:
             await pool.close()
 
@@ -66,6 +73,10 @@ def score(function: str, batch: list[ScoreItem], in_workers: bool, **settings: A
         return asyncio.run(main())
     finally:
         engine_module.WORKER_TEXT_ITEMS = saved
+
+
+def score(function: str, batch: list[ScoreItem], in_workers: bool, **settings: Any) -> list[ItemResult]:
+    return run_engine(function, lambda engine, _: engine.score(batch), in_workers, **settings)
 
 
 @pytest.fixture(scope="module")
@@ -96,9 +107,7 @@ def test_a_chunk_whose_worker_fails_is_scored_in_the_service(
 
 @pytest.mark.timeout(120)
 def test_a_chunk_past_the_batch_deadline_is_null_and_nothing_is_lost(batch: list[ScoreItem]) -> None:
-    found = score(
-        "tests.unit.pool_tasks:stall_on_text", batch[:20], in_workers=True, batch_timeout_s=2.0, math_timeout_s=1.0
-    )
+    found = score(STALL, batch[:20], in_workers=True, batch_timeout_s=2.0, math_timeout_s=1.0)
     assert [result.id for result in found] == [item.id for item in batch[:20]]
     for result in found:
         assert result.reward is None and result.status == "error"
@@ -126,26 +135,16 @@ def test_a_request_cancelled_while_its_answers_are_extracted_retires_its_chunks_
     deadline (120 s)."""
     big = items(10_000, seed=1)  # 11 MB of completions: extraction takes a quarter of a second or more
 
-    async def main() -> int:
-        pool = WorkerPool(2, "tests.unit.pool_tasks:stall_on_text")
-        await pool.start()
-        try:
-            engine = Engine(VerifierSettings(math_workers=2, batch_timeout_s=120), pool, Metrics())
-            task = asyncio.ensure_future(engine.score(big))
-            await asyncio.sleep(0.05)  # the chunks are out; the extraction is under way
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-            return pool.restarts
-        finally:
-            await pool.close()
+    async def cancel_early(engine: Engine, pool: WorkerPool) -> int:
+        task = asyncio.ensure_future(engine.score(big))
+        await asyncio.sleep(0.05)  # the chunks are out; the extraction is under way
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return pool.restarts
 
-    saved = engine_module.WORKER_TEXT_ITEMS
-    engine_module.WORKER_TEXT_ITEMS = 8
-    try:
-        assert asyncio.run(main()) == 2  # both stuck workers retired (and replaced)
-    finally:
-        engine_module.WORKER_TEXT_ITEMS = saved
+    restarts = run_engine(STALL, cancel_early, in_workers=True, batch_timeout_s=120)
+    assert restarts == 2  # both stuck workers retired (and replaced)
 
 
 @pytest.mark.timeout(120)
@@ -159,20 +158,10 @@ def test_a_request_that_fails_in_the_service_retires_its_chunks_workers(monkeypa
     monkeypatch.setattr(Engine, "_prepare_math", broken)
     batch = [ScoreItem(completion=f"<think>x</think>{n}", math={"gold": "1"}, format={}) for n in range(64)]
 
-    async def main() -> int:
-        pool = WorkerPool(2, "tests.unit.pool_tasks:stall_on_text")
-        await pool.start()
-        try:
-            engine = Engine(VerifierSettings(math_workers=2, batch_timeout_s=120), pool, Metrics())
-            with pytest.raises(RuntimeError, match="a bug in extraction"):
-                await engine.score(batch)
-            return pool.restarts
-        finally:
-            await pool.close()
+    async def fail(engine: Engine, pool: WorkerPool) -> int:
+        with pytest.raises(RuntimeError, match="a bug in extraction"):
+            await engine.score(batch)
+        return pool.restarts
 
-    saved = engine_module.WORKER_TEXT_ITEMS
-    engine_module.WORKER_TEXT_ITEMS = 8
-    try:
-        assert asyncio.run(main()) == 2  # both workers were stuck on a chunk; both retired
-    finally:
-        engine_module.WORKER_TEXT_ITEMS = saved
+    restarts = run_engine(STALL, fail, in_workers=True, batch_timeout_s=120)
+    assert restarts == 2  # both workers were stuck on a chunk; both retired
