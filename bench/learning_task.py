@@ -12,19 +12,19 @@ give the result it worked out. With the gold answers shuffled (the control), the
 
 from __future__ import annotations
 
-import json
 import random
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-CHAT_TEMPLATE = (
-    "{%- for message in messages %}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
-)
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+# The tests' tiny-model builders and chat format, here at this bench's sizes; learning.py takes write_jsonl from here.
+from tests.client.tiny_model import build_model, build_tokenizer  # noqa: E402
+from tests.client.tiny_model import write_jsonl as write_jsonl  # noqa: E402
+
 NAMES = ["Tom", "Mia", "Sam", "Ana", "Leo", "Zoe", "Ben", "Ivy"]
 THINGS = ["apples", "stickers", "marbles", "pencils", "coins", "books", "shells", "cards"]
 LEVELS = ("add", "take", "times", "two_steps")
@@ -101,67 +101,12 @@ def shuffled_golds(rows: Sequence[Mapping[str, str]], seed: int) -> list[dict[st
     return [{**row, "answer": rows[j]["answer"]} for row, j in zip(rows, order, strict=True)]
 
 
-def build_tokenizer(path: Path, lines: Sequence[str]) -> None:
-    """A byte-level BPE trained on the task's text, digits one token each (so numbers are spelt digit by digit)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    core = Tokenizer(models.BPE(unk_token=None))
-    core.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
-    )
-    core.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=800, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    core.train_from_iterator(lines, trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        additional_special_tokens=["<|im_start|>"],
-    )
-    tokenizer.chat_template = CHAT_TEMPLATE
-    tokenizer.save_pretrained(path)
-
-
-def build_model(path: Path, seed: int, hidden: int = 128, layers: int = 4) -> None:
-    """A Qwen2-style model with random weights (hidden 128, 4 layers: about a million parameters)."""
-    import torch
-    from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM
-
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden,
-        intermediate_size=4 * hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config)
-    model.generation_config = GenerationConfig(
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, do_sample=True
-    )
-    model.save_pretrained(path)
-
-
 def build(path: Path, items: Sequence[Problem], seed: int, system_prompt: str = SYSTEM_PROMPT) -> Path:
     """Tokenizer (trained on the prompts and warm-start completions) and random model in `path`."""
     path.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     lines = [system_prompt, *(line for item in items for line in (item.question, completion(item, rng)))]
-    build_tokenizer(path, lines)
-    build_model(path, seed)
-    return path
-
-
-def write_jsonl(path: Path, rows: Sequence[Mapping[str, object]]) -> Path:
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    # digits one token each, so numbers are spelt digit by digit; hidden 128, 4 layers: about a million parameters
+    build_tokenizer(path, lines, vocab_size=800, split_digits=True)
+    build_model(path, seed=seed, hidden=128, intermediate=512, layers=4, heads=4, kv_heads=2, max_positions=512)
     return path

@@ -54,15 +54,22 @@ def training_text(rows: list[dict[str, str]]) -> list[str]:
     return lines
 
 
-def build_tokenizer(path: Path, lines: list[str]) -> None:
+def build_tokenizer(path: Path, lines: Sequence[str], vocab_size: int = 600, split_digits: bool = False) -> None:
+    """A byte-level BPE trained on `lines`; with `split_digits`, each digit a token of its own (numbers spelt digit by
+    digit)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     core = Tokenizer(models.BPE(unk_token=None))
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.pre_tokenizer = (
+        pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+        if split_digits
+        else byte_level
+    )
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=600, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        vocab_size=vocab_size, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
     core.train_from_iterator(lines, trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
@@ -75,26 +82,37 @@ def build_tokenizer(path: Path, lines: list[str]) -> None:
     tokenizer.save_pretrained(path)
 
 
-def build_model(path: Path) -> None:
-    """Random weights, hidden size 32, two layers: a few hundred kB, fast on CPU."""
+def build_model(
+    path: Path,
+    *,
+    seed: int = 0,
+    hidden: int = 32,
+    intermediate: int = 64,
+    layers: int = 2,
+    heads: int = 2,
+    kv_heads: int = 1,
+    max_positions: int = 1024,
+) -> None:
+    """A Qwen2-style model with random weights for the tokenizer in `path`; by default hidden size 32 and two layers:
+    a few hundred kB, fast on CPU."""
     import torch
     from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
     tokenizer = AutoTokenizer.from_pretrained(path)
     config = Qwen2Config(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=1024,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=max_positions,
         tie_word_embeddings=True,
         bos_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
     model.generation_config = GenerationConfig(
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, do_sample=True
