@@ -3,7 +3,8 @@
 #   docker build --build-arg BASE_IMAGE=verifier-base:offline -t reward-verifier .   # no registry: see docs/deploy.md
 # Two stages: the builder makes a virtual environment and pip-installs the project into it (not editable, no
 # [train] extra: no torch here); the final stage is the base image plus that venv, a non-root user and the
-# entrypoint. No compiler, no pip cache, no build tools in the final image.
+# entrypoint. No compiler, no pip cache, no build tools in the final image: the builder compiles the project's one C
+# module (the repetition component's n-gram count, setup.py) and the final stage copies it in the venv.
 # Kept to what the classic builder understands (no BuildKit-only syntax): some engines here have no buildx.
 ARG BASE_IMAGE=python:3.12-slim
 
@@ -15,6 +16,16 @@ ARG PIP_INDEX_URL=https://pypi.org/simple
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_INDEX_URL=${PIP_INDEX_URL} \
     PIP_DEFAULT_TIMEOUT=120 PATH=/opt/verifier/bin:${PATH}
 WORKDIR /src
+
+# A C compiler, and Python's headers where the base lacks them (the offline base: Debian's python3), for this stage.
+RUN set -eu; \
+    export DEBIAN_FRONTEND=noninteractive; \
+    packages="gcc libc6-dev"; \
+    include="$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"; \
+    if [ ! -f "$include/Python.h" ]; then packages="$packages python3-dev"; fi; \
+    apt-get update -qq; \
+    apt-get install -y -qq --no-install-recommends $packages >/dev/null; \
+    rm -rf /var/lib/apt/lists/*
 
 # A venv: the offline base's Python is Debian's, "externally managed". setuptools is the project's build backend
 # (installed here once, so the project's own install below needs no network and no build isolation).
@@ -33,15 +44,16 @@ RUN set -eu; \
         > /tmp/requirements.txt; \
     pip install --quiet -r /tmp/requirements.txt 'setuptools>=77'
 
-COPY README.md /src/
+COPY README.md setup.py /src/
 COPY verifier_service /src/verifier_service
 COPY sandbox /src/sandbox
 COPY trainer_client /src/trainer_client
-# --no-deps: the dependencies are above; the build tools leave the venv once the project is in.
+# --no-deps: the dependencies are above; the build tools leave the venv once the project is in. The check imports
+# the installed package with its C module (-P: not the copy in /src, the working directory).
 RUN set -eu; \
     pip install --quiet --no-deps --no-build-isolation /src; \
     pip uninstall --quiet --yes setuptools pip; \
-    python -c 'import verifier_service.app, sandbox.docker_backend, trainer_client'
+    python -P -c 'import verifier_service.app, verifier_service.scoring._ngrams, sandbox.docker_backend, trainer_client'
 
 FROM ${BASE_IMAGE}
 ARG BASE_IMAGE

@@ -5,6 +5,9 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import shutil
+import sysconfig
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,6 +17,26 @@ from verifier_service.schema import RepetitionSpec, ScoreItem
 from verifier_service.scoring import ngrams
 from verifier_service.scoring.ngrams import repeated_share, repeated_share_of, units
 from verifier_service.scoring.repetition import LOOP_MIN_CHARS, end_loop, score
+
+
+def require_compiled() -> None:
+    """Skip when the C count could not be built for want of a compiler; fail when it should have been."""
+    if ngrams.ASCII_NGRAMS is not None:
+        return
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        pytest.skip(f"no C compiler ({compiler}) here to build verifier_service/scoring/_ngrams.c")
+    pytest.fail(f"{compiler} is here but verifier_service/scoring/_ngrams.c was not built: run make install")
+
+
+@pytest.fixture(params=["compiled", "python"])
+def counting(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test that takes it runs with the C count of ASCII texts, and again with Python and numpy only."""
+    if request.param == "compiled":
+        require_compiled()
+    else:
+        monkeypatch.setattr(ngrams, "ASCII_NGRAMS", None)
+    return str(request.param)
 
 
 def scored(completion: str, **options: object) -> tuple[float | None, str]:
@@ -33,7 +56,7 @@ def random_text(rng: random.Random) -> str:
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_equal_to_trl_on_the_same_units(seed: int) -> None:
+def test_equal_to_trl_on_the_same_units(seed: int, counting: str) -> None:
     """TRL counts n-grams of token ids; given one id per word, it must agree with ours to the bit."""
     rng = random.Random(seed)
     text, n, penalty = random_text(rng), rng.randint(1, 4), rng.choice([-1.0, -0.5, -2.0])
@@ -53,7 +76,7 @@ def test_equal_to_trl_on_the_same_units(seed: int) -> None:
         ("a b a b a b", 2, -0.6),  # 5 bigrams, 2 unique
     ],
 )
-def test_open_r1_cases(text: str, n: int, expected: float) -> None:
+def test_open_r1_cases(text: str, n: int, expected: float, counting: str) -> None:
     found, _ = scored(text, n=n, units="words")
     assert math.isclose(found or 0.0, expected, abs_tol=1e-12)
 
@@ -108,7 +131,7 @@ def test_detail_never_quotes_the_text() -> None:
     assert found.verdict == "repetitive" and found.detail is not None and "secret" not in found.detail
 
 
-def test_a_megabyte_returns() -> None:
+def test_a_megabyte_returns(counting: str) -> None:
     rng = random.Random(1)
     text = " ".join(str(rng.randint(0, 10**6)) for _ in range(150_000))
     assert scored(text)[1] in {"no_repetition", "repetitive"}
@@ -179,7 +202,7 @@ def test_the_fast_count_is_the_definition(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_a_batch_counts_each_text_as_the_definition_does(seed: int) -> None:
+def test_a_batch_counts_each_text_as_the_definition_does(seed: int, counting: str) -> None:
     """Texts of a batch share one numpy pass; no n-gram may reach from one text into the next."""
     rng = random.Random(seed)
     texts = [random_units_text(rng, rng.choice([0, 1, 5, 30, 300])) for _ in range(rng.randint(1, 40))]
@@ -211,6 +234,7 @@ def test_equal_units_get_equal_ids_and_no_others() -> None:
 def test_codes_that_keep_colliding_are_numbered_by_a_sort(monkeypatch: pytest.MonkeyPatch) -> None:
     text = " ".join(f"w{i % 300}" for i in range(5000))
     expected = repeated_share_of(units(text, "auto"), 3)
+    monkeypatch.setattr(ngrams, "ASCII_NGRAMS", None)  # an ASCII text: numpy's path only without the C count
     monkeypatch.setattr(ngrams, "_MAX_PROBES", 1)
     assert repeated_share(text, "auto", 3) == expected
 
@@ -238,3 +262,64 @@ def test_the_class_table_is_str_isspace_and_the_unspaced_scripts() -> None:
     unspaced = ngrams._HAS_UNSPACED  # the regex the definition uses
     assert all((ngrams.CLASSES[code] == 2) == bool(unspaced.match(chr(code))) for code in range(0x10000))
     assert not any(unspaced.match(chr(code)) for code in range(0x10000, 0x110000, 7))
+
+
+# The C count of ASCII texts (_ngrams.c) against the definition: every ASCII character, in words and as whitespace.
+_ASCII_SPACES = [chr(code) for code in range(128) if chr(code).isspace()]
+_ASCII_INK = [chr(code) for code in range(128) if not chr(code).isspace()]
+
+
+def random_ascii_text(rng: random.Random) -> str:
+    letters = [*rng.sample(_ASCII_INK, rng.randint(1, 6)), "a", "A"]  # few letters: words that repeat
+    vocabulary = ["".join(rng.choice(letters) for _ in range(rng.randint(1, 12))) for _ in range(rng.randint(1, 8))]
+    parts = [rng.choice(_ASCII_SPACES) * rng.randint(0, 2)]
+    for _ in range(rng.randint(0, 300)):
+        parts += [rng.choice(vocabulary), "".join(rng.choices(_ASCII_SPACES, k=rng.randint(1, 3)))]
+    return "".join(parts)[: None if rng.random() < 0.5 else -1]
+
+
+def definition(text: str, n: int) -> tuple[int, int]:
+    parts = units(text, "words")
+    return len(parts), len(set(zip(*(parts[i:] for i in range(n)), strict=False)))
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_the_compiled_count_is_the_definition(seed: int) -> None:
+    require_compiled()
+    assert ngrams.ASCII_NGRAMS is not None
+    rng = random.Random(seed)
+    text = random_ascii_text(rng)
+    for n in {1, 2, 3, rng.randint(4, 32)}:
+        assert ngrams.ASCII_NGRAMS(text, n) == definition(text, n), (text, n)
+        # a hash of a few bits makes different n-grams collide: the words themselves must tell them apart
+        assert compiled_module().ascii_ngrams(text, n, seed % 4) == definition(text, n), (text, n)
+
+
+def test_the_compiled_count_splits_and_lowers_every_ascii_character_as_python_does() -> None:
+    require_compiled()
+    assert ngrams.ASCII_NGRAMS is not None
+    for code in range(128):
+        char = chr(code)
+        for text in (f"a{char}b", f"{char}a {char}", f"{char} {char.lower()} {char.upper()}", char * 3):
+            assert ngrams.ASCII_NGRAMS(text, 1) == definition(text, 1), repr(text)
+    assert ngrams.ASCII_NGRAMS("", 1) == (0, 0)
+    assert ngrams.ASCII_NGRAMS("a b", 3) == (2, 0)
+
+
+def compiled_module() -> Any:
+    from verifier_service.scoring import _ngrams
+
+    return _ngrams
+
+
+def test_the_compiled_count_refuses_what_it_cannot_count() -> None:
+    require_compiled()
+    assert ngrams.ASCII_NGRAMS is not None
+    with pytest.raises(ValueError, match="ASCII"):
+        ngrams.ASCII_NGRAMS("caf\u00e9 au lait", 2)
+    with pytest.raises(ValueError, match="at least 1"):
+        ngrams.ASCII_NGRAMS("a b", 0)
+    with pytest.raises(TypeError):
+        ngrams.ASCII_NGRAMS(b"a b", 2)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="hash_bits"):
+        compiled_module().ascii_ngrams("a b", 1, 65)
