@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,6 +24,7 @@ from verifier_service.settings import VerifierSettings
 from verifier_service.url_key import UrlKey
 
 log = logging.getLogger(__name__)
+GC_THRESHOLD = 100_000  # the collector's first threshold in a process that only serves (`tune_collector`)
 
 
 def create_app(settings: VerifierSettings | None = None) -> FastAPI:
@@ -82,3 +84,18 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         components["ScoreResponse"]["examples"] = ScoreResponse.model_json_schema()["examples"]
         app.openapi_schema = schema
     return app.openapi_schema
+
+
+def tune_collector() -> None:
+    """Set the garbage collector up for a process that serves the app and nothing else: the `python -m
+    verifier_service` server and each Ray Serve replica. An in-process `Verifier` leaves its host's collector alone.
+
+    What the imports made lives as long as the process: frozen, out of the collector's sight, a full collection walks
+    only what requests made (a 512-item batch with every component otherwise pays ~10 ms for one). A collection runs
+    when the tracked objects made minus those freed pass the first threshold (700 by default). A large request keeps
+    tens of thousands alive while it runs, so at 700 the collector walks them again and again (4 to 7 ms of a
+    512-item batch with every component). Little of what requests make is cyclic garbage (a failed task's traceback
+    is: it may hold a chunk's completions), and it is freed after at most `GC_THRESHOLD` objects.
+    """
+    gc.freeze()
+    gc.set_threshold(GC_THRESHOLD, 10, 10)

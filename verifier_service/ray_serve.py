@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 from ray.serve import Application
 
-from verifier_service.app import create_app
+from verifier_service.app import create_app, tune_collector
 from verifier_service.settings import ENV_PREFIX, VerifierSettings
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,7 @@ class VerifierReplica:
             os.environ.setdefault(name, value)
         settings = VerifierSettings()
         app = create_app(settings)
+        tune_collector()  # the replica's process serves this app only, as the CLI server's does
         if self.direct:
             serve_directly(app, settings)
         log.info("verifier replica on %s: sandbox pool %s", node_ip, settings.sandbox.pool_name)

@@ -659,7 +659,11 @@ class ComponentResult(BaseModel):
 
     score: float | None = Field(..., description="null: the verifier could not judge (see `verdict`)")
     verdict: str = Field(..., json_schema_extra=_enum(_ANY_VERDICT, _NEW_VERDICTS))
-    detail: str | None = Field(None, description="What was wrong, in one short sentence; null when nothing was.")
+    detail: str | None = Field(
+        None,
+        description="One short sentence: what was wrong, or how a measured score was reached (overlong and length "
+        "name the length, repetition the share of repeated n-grams); null when there is nothing to add.",
+    )
     extracted: str | None = Field(
         None, exclude_if=_unused, description="math: the answer as extracted from the completion"
     )

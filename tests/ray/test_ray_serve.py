@@ -6,8 +6,10 @@ Needs the `ray` extra: `make test` runs tests/ray with the ray overlay's Python 
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -15,8 +17,16 @@ from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
 from tests.conftest import free_port
-from verifier_service.app import create_app
-from verifier_service.ray_serve import bind, build_app, fitting_nodes, replica_defaults, serve_directly
+from verifier_service import ray_serve
+from verifier_service.app import GC_THRESHOLD, create_app
+from verifier_service.ray_serve import (
+    VerifierReplica,
+    bind,
+    build_app,
+    fitting_nodes,
+    replica_defaults,
+    serve_directly,
+)
 from verifier_service.settings import VerifierSettings
 
 ONE_ITEM = {"items": [{"completion": "<think>6*7</think>The answer is 42.", "math": {"gold": "42"}, "format": {}}]}
@@ -74,6 +84,26 @@ def test_replicas_sharing_a_kernel_get_distinct_sandbox_uids_and_pools() -> None
     assert len({r["VERIFIER_SANDBOX__POOL_NAME"] for r in replicas}) == 6
     assert replica_defaults("fd00::3", 0, 1)["VERIFIER_SANDBOX__POOL_NAME"] == "ray-fd00--3-0"
     VerifierSettings(**{k.removeprefix("VERIFIER_").lower(): v for k, v in replicas[0].items() if "__" not in k})
+
+
+def test_a_replica_sets_up_its_collector_as_the_server_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica's process serves the app only: its imports frozen, the first threshold raised (app.tune_collector)."""
+    monkeypatch.setattr(ray_serve.ray.util, "get_node_ip_address", lambda: "127.0.0.1")
+    monkeypatch.setattr(ray_serve.serve, "get_replica_context", lambda: SimpleNamespace(rank=None))  # not in Serve
+    for name in replica_defaults("127.0.0.1", 0, 1):  # the replica sets them in its process: restored after
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("VERIFIER_CODE_ENABLED", "false")
+    threshold = gc.get_threshold()
+    gc.unfreeze()
+    gc.set_threshold(700, 10, 10)
+    try:
+        app = VerifierReplica(num_cpus=1, direct=False).__serve_build_asgi_app__()
+        assert app.state.settings.math_workers == 1
+        assert gc.get_threshold() == (GC_THRESHOLD, 10, 10)
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
 
 
 def direct_app(port: int) -> TestClient:
