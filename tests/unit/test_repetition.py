@@ -21,7 +21,7 @@ from verifier_service.scoring.repetition import LOOP_MIN_CHARS, end_loop, score
 
 def require_compiled() -> None:
     """Skip when the C count could not be built for want of a compiler; fail when it should have been."""
-    if ngrams.ASCII_NGRAMS is not None:
+    if ngrams.COUNT_NGRAMS is not None:
         return
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(compiler) is None:
@@ -35,7 +35,7 @@ def counting(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     if request.param == "compiled":
         require_compiled()
     else:
-        monkeypatch.setattr(ngrams, "ASCII_NGRAMS", None)
+        monkeypatch.setattr(ngrams, "COUNT_NGRAMS", None)
     return str(request.param)
 
 
@@ -234,7 +234,7 @@ def test_equal_units_get_equal_ids_and_no_others() -> None:
 def test_codes_that_keep_colliding_are_numbered_by_a_sort(monkeypatch: pytest.MonkeyPatch) -> None:
     text = " ".join(f"w{i % 300}" for i in range(5000))
     expected = repeated_share_of(units(text, "auto"), 3)
-    monkeypatch.setattr(ngrams, "ASCII_NGRAMS", None)  # an ASCII text: numpy's path only without the C count
+    monkeypatch.setattr(ngrams, "COUNT_NGRAMS", None)  # numpy's path is taken only without the C count
     monkeypatch.setattr(ngrams, "_MAX_PROBES", 1)
     assert repeated_share(text, "auto", 3) == expected
 
@@ -264,7 +264,9 @@ def test_the_class_table_is_str_isspace_and_the_unspaced_scripts() -> None:
     assert not any(unspaced.match(chr(code)) for code in range(0x10000, 0x110000, 7))
 
 
-# The C count of ASCII texts (_ngrams.c) against the definition: every ASCII character, in words and as whitespace.
+# The C count (_ngrams.c) against the definition: every ASCII character in words and as whitespace, and the texts of
+# `random_units_text` (every kind of whitespace, Han, kana, Thai, fullwidth, upper case that lowers to more characters,
+# lone surrogates, characters past the Basic Multilingual Plane), in both kinds of units.
 _ASCII_SPACES = [chr(code) for code in range(128) if chr(code).isspace()]
 _ASCII_INK = [chr(code) for code in range(128) if not chr(code).isspace()]
 
@@ -278,48 +280,46 @@ def random_ascii_text(rng: random.Random) -> str:
     return "".join(parts)[: None if rng.random() < 0.5 else -1]
 
 
-def definition(text: str, n: int) -> tuple[int, int]:
-    parts = units(text, "words")
+def definition(text: str, n: int, kind: str = "words") -> tuple[int, int]:
+    parts = units(text, kind)
     return len(parts), len(set(zip(*(parts[i:] for i in range(n)), strict=False)))
+
+
+def compiled() -> Any:
+    require_compiled()
+    from verifier_service.scoring import _ngrams
+
+    return _ngrams.count_ngrams
 
 
 @pytest.mark.parametrize("seed", range(200))
 def test_the_compiled_count_is_the_definition(seed: int) -> None:
-    require_compiled()
-    assert ngrams.ASCII_NGRAMS is not None
+    count = compiled()
     rng = random.Random(seed)
-    text = random_ascii_text(rng)
-    for n in {1, 2, 3, rng.randint(4, 32)}:
-        assert ngrams.ASCII_NGRAMS(text, n) == definition(text, n), (text, n)
-        # a hash of a few bits makes different n-grams collide: the words themselves must tell them apart
-        assert compiled_module().ascii_ngrams(text, n, seed % 4) == definition(text, n), (text, n)
+    text = random_ascii_text(rng) if seed % 2 else random_units_text(rng, rng.choice([1, 50, 400, 3000]))
+    for n, kind in itertools.product({1, 2, 3, rng.randint(4, 32)}, ("auto", "words")):
+        expected = definition(text, n, kind)
+        assert count(text, n, kind == "auto") == expected, (text, n, kind)
+        # a hash of a few bits makes different n-grams collide: the units themselves must tell them apart
+        assert count(text, n, kind == "auto", seed % 4) == expected, (text, n, kind)
 
 
-def test_the_compiled_count_splits_and_lowers_every_ascii_character_as_python_does() -> None:
-    require_compiled()
-    assert ngrams.ASCII_NGRAMS is not None
-    for code in range(128):
+def test_the_compiled_count_classes_every_character_as_the_definition_does() -> None:
+    count = compiled()
+    for code in [*range(0x10000), *range(0x10000, 0x110000, 97)]:  # the planes above hold no space nor unspaced script
         char = chr(code)
         for text in (f"a{char}b", f"{char}a {char}", f"{char} {char.lower()} {char.upper()}", char * 3):
-            assert ngrams.ASCII_NGRAMS(text, 1) == definition(text, 1), repr(text)
-    assert ngrams.ASCII_NGRAMS("", 1) == (0, 0)
-    assert ngrams.ASCII_NGRAMS("a b", 3) == (2, 0)
-
-
-def compiled_module() -> Any:
-    from verifier_service.scoring import _ngrams
-
-    return _ngrams
+            for kind in ("auto", "words"):
+                assert count(text, 1, kind == "auto") == definition(text, 1, kind), (hex(code), kind)
+    assert count("", 1, True) == (0, 0)
+    assert count("a b", 3, False) == (2, 0)
 
 
 def test_the_compiled_count_refuses_what_it_cannot_count() -> None:
-    require_compiled()
-    assert ngrams.ASCII_NGRAMS is not None
-    with pytest.raises(ValueError, match="ASCII"):
-        ngrams.ASCII_NGRAMS("caf\u00e9 au lait", 2)
+    count = compiled()
     with pytest.raises(ValueError, match="at least 1"):
-        ngrams.ASCII_NGRAMS("a b", 0)
+        count("a b", 0, True)
     with pytest.raises(TypeError):
-        ngrams.ASCII_NGRAMS(b"a b", 2)  # type: ignore[arg-type]
+        count(b"a b", 2, True)
     with pytest.raises(ValueError, match="hash_bits"):
-        compiled_module().ascii_ngrams("a b", 1, 65)
+        count("a b", 1, True, 65)

@@ -2,11 +2,11 @@
 
 The definition is `units` and `repeated_share_of`: lowercase whitespace-separated words, and (units "auto") each Han,
 kana or Thai character as a unit of its own; the share is 1 - distinct n-grams / all n-grams, as TRL and open-r1
-compute it. `repeated_share` gives the same number: an ASCII text in C (`_ngrams.c`, about 2 us for a 200-word
-completion instead of 28 us), where the package was built with a C compiler; else a short text as the definition
-says, and a long one with numpy, where no Python object is made per unit in a script without spaces and the n-grams
-are counted by sorting integer keys instead of hashing strings (an 8,000-token completion: about 0.3 ms instead of 1
-to 4 ms).
+compute it. `repeated_share` gives the same number: in C (`_ngrams.c`: about 5 us for a 200-word completion instead
+of 28 us, 0.2 ms for 12,000 Han characters instead of 0.5), where the package was built with a C compiler. Without
+it, a short text is counted as the definition says, and a long one with numpy, where no Python object is made per
+unit in a script without spaces and the n-grams are counted by sorting integer keys instead of hashing strings (an
+8,000-token completion: about 0.3 ms instead of 1 to 4 ms).
 """
 
 from __future__ import annotations
@@ -38,17 +38,18 @@ _UNSPACED_SPAN = UNSPACED_RANGES[-1][1] + 1 - _FIRST_UNSPACED  # ids of unspaced
 _INT64_KEYS = 2**63
 
 
-def _compiled() -> Callable[[str, int], tuple[int, int]] | None:
-    """`ascii_ngrams(text, n) -> (units, distinct n-grams)` of an ASCII text, in C (`_ngrams.c`), where the package was
-    built with a C compiler (setup.py); else None, and Python and numpy count the same."""
+def _compiled() -> Callable[[str, int, bool], tuple[int, int]] | None:
+    """`count_ngrams(text, n, auto) -> (units, distinct n-grams)` of `units(text, "auto" if auto else "words")`, in C
+    (`_ngrams.c`), where the package was built with a C compiler (setup.py); else None, and Python and numpy count the
+    same."""
     try:
-        from verifier_service.scoring._ngrams import ascii_ngrams
+        from verifier_service.scoring._ngrams import count_ngrams
     except ImportError:
         return None
-    return ascii_ngrams
+    return count_ngrams
 
 
-ASCII_NGRAMS = _compiled()
+COUNT_NGRAMS = _compiled()
 
 
 def _classes() -> npt.NDArray[np.uint8]:
@@ -97,27 +98,24 @@ def repeated_share(text: str, kind: str, n: int) -> float | None:
 
 
 def repeated_shares(texts: Sequence[str], kind: str, n: int) -> list[float | None]:
-    """`repeated_share_of(units(text, kind), n)` for each text: ASCII texts in C where it was built (their units are
-    the same in both kinds); other short texts one by one, as the definition says (numpy costs more per word on them:
-    its words are a few characters, each paying a dozen array passes); the long ones in one numpy pass over them all.
+    """`repeated_share_of(units(text, kind), n)` for each text: in C where it was built; else short texts one by one,
+    as the definition says (numpy costs more per word on them: its words are a few characters, each paying a dozen
+    array passes), and the long ones in one numpy pass over them all.
 
     >>> repeated_shares(["a b a b a b", "", "a b c " * 4000], "auto", 2)
     [0.6, None, 0.9997499791649304]
     """
-    compiled = ASCII_NGRAMS
-    shares: list[float | None] = []
-    big = []
-    for text in texts:
-        if compiled is not None and text.isascii():
-            count, distinct = compiled(text, n)
+    compiled = COUNT_NGRAMS
+    if compiled is not None:
+        shares: list[float | None] = []
+        for text in texts:
+            count, distinct = compiled(text, n, kind == "auto")
             shares.append(None if count < n else 1.0 - distinct / (count - n + 1))
-            big.append(False)
-        elif len(text) > (SHORT_ASCII_CHARS if text.isascii() else SHORT_CHARS):
-            shares.append(None)
-            big.append(True)
-        else:
-            shares.append(repeated_share_of(units(text, kind), n))
-            big.append(False)
+        return shares
+    big = [len(text) > (SHORT_ASCII_CHARS if text.isascii() else SHORT_CHARS) for text in texts]
+    shares = [
+        None if large else repeated_share_of(units(text, kind), n) for text, large in zip(texts, big, strict=True)
+    ]
     long = [index for index, large in enumerate(big) if large]
     if long:
         ids, bound, counts = unit_ids_of([texts[index].lower() for index in long], kind)
