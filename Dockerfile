@@ -4,7 +4,7 @@
 # Two stages: the builder makes a virtual environment and pip-installs the project into it (not editable, no
 # [train] extra: no torch here); the final stage is the base image plus that venv, a non-root user and the
 # entrypoint. No compiler, no pip cache, no build tools in the final image: the builder compiles the project's one C
-# module (the repetition component's n-gram count, setup.py) and the final stage copies it in the venv.
+# module (the repetition component's n-gram count and loop check, setup.py), and the final stage copies the venv.
 # Kept to what the classic builder understands (no BuildKit-only syntax): some engines here have no buildx.
 ARG BASE_IMAGE=python:3.12-slim
 
@@ -53,7 +53,8 @@ COPY trainer_client /src/trainer_client
 RUN set -eu; \
     pip install --quiet --no-deps --no-build-isolation /src; \
     pip uninstall --quiet --yes setuptools pip; \
-    python -P -c 'import verifier_service.app, verifier_service.scoring._ngrams, sandbox.docker_backend, trainer_client'
+    python -P -c 'import verifier_service.app, verifier_service.scoring._repetition, sandbox.docker_backend, \
+        trainer_client'
 
 FROM ${BASE_IMAGE}
 ARG BASE_IMAGE

@@ -1,14 +1,14 @@
 """The project's one compiled part, beside pyproject.toml (which holds everything else): the repetition component's
-n-gram count in C (verifier_service/scoring/_ngrams.c). Optional: where no C compiler is, the install goes on without
-it and the component counts the same in Python and numpy (verifier_service/scoring/ngrams.py)."""
+n-gram count and loop check in C (verifier_service/scoring/_repetition.c). Optional: where no C compiler is, the
+install goes on without it and the component does the same in Python and numpy (scoring/ngrams.py, repetition.py)."""
 
 from setuptools import Extension, setup
 
 setup(
     ext_modules=[
         Extension(
-            "verifier_service.scoring._ngrams",
-            ["verifier_service/scoring/_ngrams.c"],
+            "verifier_service.scoring._repetition",
+            ["verifier_service/scoring/_repetition.c"],
             extra_compile_args=["-O2"],
             optional=True,
         )

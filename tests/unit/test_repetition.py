@@ -14,28 +14,30 @@ import pytest
 from trl.rewards import get_repetition_penalty_reward
 
 from verifier_service.schema import RepetitionSpec, ScoreItem
-from verifier_service.scoring import ngrams
+from verifier_service.scoring import ngrams, repetition
 from verifier_service.scoring.ngrams import repeated_share, repeated_share_of, units
 from verifier_service.scoring.repetition import LOOP_MIN_CHARS, end_loop, score
 
 
 def require_compiled() -> None:
-    """Skip when the C count could not be built for want of a compiler; fail when it should have been."""
-    if ngrams.COUNT_NGRAMS is not None:
+    """Skip when the C part could not be built for want of a compiler; fail when it should have been."""
+    if ngrams.COUNT_NGRAMS is not None and repetition.END_LOOP is not None:
         return
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(compiler) is None:
-        pytest.skip(f"no C compiler ({compiler}) here to build verifier_service/scoring/_ngrams.c")
-    pytest.fail(f"{compiler} is here but verifier_service/scoring/_ngrams.c was not built: run make install")
+        pytest.skip(f"no C compiler ({compiler}) here to build verifier_service/scoring/_repetition.c")
+    pytest.fail(f"{compiler} is here but verifier_service/scoring/_repetition.c was not built: run make install")
 
 
 @pytest.fixture(params=["compiled", "python"])
 def counting(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each test that takes it runs with the C count of ASCII texts, and again with Python and numpy only."""
+    """Each test that takes it runs with the C part (the n-gram count and the loop check), and again with Python and
+    numpy only."""
     if request.param == "compiled":
         require_compiled()
     else:
         monkeypatch.setattr(ngrams, "COUNT_NGRAMS", None)
+        monkeypatch.setattr(repetition, "END_LOOP", None)
     return str(request.param)
 
 
@@ -100,7 +102,7 @@ def test_chinese_and_japanese_are_measured_in_auto_units() -> None:
         "the " * 50,
     ],
 )
-def test_a_completion_that_ends_in_a_loop(completion: str) -> None:
+def test_a_completion_that_ends_in_a_loop(completion: str, counting: str) -> None:
     assert scored(completion, max_penalty=-0.7) == (-0.7, "loop")
 
 
@@ -114,11 +116,11 @@ def test_a_completion_that_ends_in_a_loop(completion: str) -> None:
         "Let me see. " + "Let me check. " * 20 + " ".join(f"word{i}" for i in range(200)),
     ],
 )
-def test_ordinary_endings_are_not_loops(completion: str) -> None:
+def test_ordinary_endings_are_not_loops(completion: str, counting: str) -> None:
     assert scored(completion)[1] != "loop"
 
 
-def test_scope() -> None:
+def test_scope(counting: str) -> None:
     loop_inside = "<think>" + "again and again " * 30 + "</think>The answer is 42, as the sum of six sevens shows."
     assert scored(loop_inside, scope="answer") == (0.0, "no_repetition")
     assert scored(loop_inside, scope="reasoning") == (-1.0, "loop")
@@ -150,7 +152,7 @@ def naive_loop(text: str) -> tuple[int, int] | None:
     return None
 
 
-def test_loop_detection_agrees_with_the_definition() -> None:
+def test_loop_detection_agrees_with_the_definition(counting: str) -> None:
     rng = random.Random(3)
     for _ in range(3000):
         span = "".join(rng.choice("ab \n") for _ in range(rng.randint(1, 30)))
@@ -264,7 +266,7 @@ def test_the_class_table_is_str_isspace_and_the_unspaced_scripts() -> None:
     assert not any(unspaced.match(chr(code)) for code in range(0x10000, 0x110000, 7))
 
 
-# The C count (_ngrams.c) against the definition: every ASCII character in words and as whitespace, and the texts of
+# The C count (_repetition.c) against the definition: every ASCII character in words and as whitespace, and the texts of
 # `random_units_text` (every kind of whitespace, Han, kana, Thai, fullwidth, upper case that lowers to more characters,
 # lone surrogates, characters past the Basic Multilingual Plane), in both kinds of units.
 _ASCII_SPACES = [chr(code) for code in range(128) if chr(code).isspace()]
@@ -287,9 +289,9 @@ def definition(text: str, n: int, kind: str = "words") -> tuple[int, int]:
 
 def compiled() -> Any:
     require_compiled()
-    from verifier_service.scoring import _ngrams
+    from verifier_service.scoring import _repetition
 
-    return _ngrams.count_ngrams
+    return _repetition.count_ngrams
 
 
 @pytest.mark.parametrize("seed", range(200))
@@ -323,3 +325,16 @@ def test_the_compiled_count_refuses_what_it_cannot_count() -> None:
         count(b"a b", 2, True)
     with pytest.raises(ValueError, match="hash_bits"):
         count("a b", 1, True, 65)
+
+
+def test_the_compiled_loop_check_takes_any_text_and_refuses_bad_limits() -> None:
+    require_compiled()
+    check = repetition.END_LOOP
+    assert check is not None
+    ends = ("a" * 40 + "x", "ab" * 20 + "b", "\U0001f600" * 40, "x\ud800" * 40, "é" * 31, "é" * 32, "答" + "案是" * 40)
+    for text in ("", "a", "ab" * 3, *ends):  # the last character alone breaks the first two
+        assert check(text, 200, 4, 32) == naive_loop(text), repr(text)
+    with pytest.raises(ValueError, match="at least 1"):
+        check("a b", 0, 4, 32)
+    with pytest.raises(TypeError):
+        check(b"a b", 200, 4, 32)

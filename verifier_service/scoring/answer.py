@@ -14,6 +14,7 @@ or London" for the gold "Paris" is `hedged` (0), in `f1` mode as well, where a p
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import unicodedata
@@ -52,11 +53,20 @@ def number(text: str) -> float | None:
     return float(bare.replace(",", "").replace("$", "").replace("%", ""))
 
 
-def _same(answer: str, gold: str) -> bool:
-    a, g = number(answer), number(gold)
+def forms(text: str) -> tuple[float | None, str]:
+    """(the text as a plain number or None, the text normalised): what a comparison reads of it."""
+    return number(text), normalise(text)
+
+
+# A batch's items mostly share a few golds: each is read once (NFKC and a pass per character cost about 2 us).
+_gold_forms = functools.lru_cache(maxsize=4096)(forms)
+
+
+def _same(answer: tuple[float | None, str], gold: str) -> bool:
+    (a, normal), (g, gold_normal) = answer, _gold_forms(gold)
     if a is not None and g is not None:
         return math.isclose(a, g, rel_tol=1e-6)
-    return normalise(answer) == normalise(gold)
+    return normal == gold_normal
 
 
 def f1(answer: str, gold: str) -> float:
@@ -90,7 +100,7 @@ def extract(region: str) -> tuple[str | None, bool]:
 def score(item: ScoreItem, spec: AnswerSpec) -> ComponentResult:
     """The `answer` component of an item."""
     golds = [spec.gold] if isinstance(spec.gold, str) else list(spec.gold)
-    golds = [gold for gold in golds if normalise(gold) or number(gold) is not None]
+    golds = [gold for gold in golds if (read := _gold_forms(gold))[1] or read[0] is not None]
     if not golds:
         return result(None, Verdict.BAD_GOLD, "No gold answer is left after normalisation.")
     region = final_answer_region(item.completion, spec.think_tag)
@@ -98,11 +108,12 @@ def score(item: ScoreItem, spec: AnswerSpec) -> ComponentResult:
         return result(0.0, Verdict.NO_ANSWER, "The reasoning was opened and never closed.")
     answer, disagree = extract(region)
     extracted = answer[:200] if answer else None
-    if answer is None or not (normalise(answer) or number(answer) is not None):
+    read = forms(answer) if answer is not None else (None, "")
+    if answer is None or not (read[1] or read[0] is not None):
         return result(0.0, Verdict.NO_ANSWER, "No answer block, boxed answer or answer line.", extracted)
     if disagree:
         return result(0.0, Verdict.HEDGED, "The <answer> blocks say different things.", extracted)
-    if any(_same(answer, gold) for gold in golds):
+    if any(_same(read, gold) for gold in golds):
         return result(1.0, Verdict.CORRECT, None, extracted)
     if len([part for part in _CANDIDATES.split(answer) if part.strip()]) > 1:
         return result(0.0, Verdict.HEDGED, "The answer lists several candidates.", extracted)

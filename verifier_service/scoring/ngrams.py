@@ -2,7 +2,7 @@
 
 The definition is `units` and `repeated_share_of`: lowercase whitespace-separated words, and (units "auto") each Han,
 kana or Thai character as a unit of its own; the share is 1 - distinct n-grams / all n-grams, as TRL and open-r1
-compute it. `repeated_share` gives the same number: in C (`_ngrams.c`: about 5 us for a 200-word completion instead
+compute it. `repeated_share` gives the same number: in C (`_repetition.c`: about 5 us for a 200-word completion instead
 of 28 us, 0.2 ms for 12,000 Han characters instead of 0.5), where the package was built with a C compiler. Without
 it, a short text is counted as the definition says, and a long one with numpy, where no Python object is made per
 unit in a script without spaces and the n-grams are counted by sorting integer keys instead of hashing strings (an
@@ -40,10 +40,10 @@ _INT64_KEYS = 2**63
 
 def _compiled() -> Callable[[str, int, bool], tuple[int, int]] | None:
     """`count_ngrams(text, n, auto) -> (units, distinct n-grams)` of `units(text, "auto" if auto else "words")`, in C
-    (`_ngrams.c`), where the package was built with a C compiler (setup.py); else None, and Python and numpy count the
-    same."""
+    (`_repetition.c`), where the package was built with a C compiler (setup.py); else None, and Python and numpy
+    count the same."""
     try:
-        from verifier_service.scoring._ngrams import count_ngrams
+        from verifier_service.scoring._repetition import count_ngrams
     except ImportError:
         return None
     return count_ngrams

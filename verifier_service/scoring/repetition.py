@@ -16,7 +16,7 @@ dilutes a ramble that ate only the last part of a long completion.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from verifier_service.schema import ComponentResult, RepetitionSpec, ScoreItem, Verdict
 from verifier_service.scoring.ngrams import repeated_shares
@@ -49,14 +49,29 @@ def _periodic_tail(text: str, period: int, length: int) -> bool:
     return length <= size and text[size - length + period :] == text[size - length : size - period]
 
 
+def _compiled() -> Callable[[str, int, int, int], tuple[int, int] | None] | None:
+    """The loop check in C (`_repetition.c`, the definition spelled out), where a C compiler built it (setup.py)."""
+    try:
+        from verifier_service.scoring._repetition import end_loop as compiled
+    except ImportError:
+        return None
+    return compiled
+
+
+END_LOOP = _compiled()
+
+
 def end_loop(text: str) -> tuple[int, int] | None:
-    """(span length, characters of repetition) when the text ends in a loop, else None.
+    """(span length, characters of repetition) when the text ends in a loop, else None: in C where it was built
+    (about 0.3 us for a GSM8K completion instead of 4), else by the candidate periods below.
 
     >>> end_loop("Fine. " + "ab" * 20 + "a")
     (2, 41)
     >>> end_loop("It is four!!!!") is None
     True
     """
+    if END_LOOP is not None:
+        return END_LOOP(text, LOOP_SPAN, LOOP_COPIES, LOOP_MIN_CHARS)
     for period in _candidate_periods(text):
         needed = max(LOOP_COPIES * period, LOOP_MIN_CHARS)
         if not _periodic_tail(text, period, needed):
