@@ -81,3 +81,15 @@ def test_a_gold_that_is_itself_a_list_is_matched_whole() -> None:
 def test_a_megabyte_returns() -> None:
     assert judged("<answer>x</answer> " * 50_000 + "<answer>Paris</answer>") == (0.0, "hedged")
     assert judged("<think>" + "a " * 500_000 + "</think><answer>Paris</answer>") == (1.0, "correct")
+
+
+def test_golds_are_read_once_and_long_ones_are_not_kept() -> None:
+    from verifier_service.scoring import answer
+
+    answer._cached_forms.cache_clear()
+    assert judged("<answer>Paris</answer>") == judged("<answer>paris</answer>") == (1.0, "correct")
+    assert answer._cached_forms.cache_info().currsize == 1  # one gold, read once for both items
+    long_gold = "word " * 200  # 1,000 characters: read every time, never kept
+    assert judged(f"<answer>{long_gold}</answer>", long_gold) == (1.0, "correct")
+    assert judged("<answer>word</answer>", long_gold)[1] == "wrong"
+    assert answer._cached_forms.cache_info().currsize == 1

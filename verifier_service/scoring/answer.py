@@ -58,8 +58,14 @@ def forms(text: str) -> tuple[float | None, str]:
     return number(text), normalise(text)
 
 
-# A batch's items mostly share a few golds: each is read once (NFKC and a pass per character cost about 2 us).
-_gold_forms = functools.lru_cache(maxsize=4096)(forms)
+# A batch's items mostly share a few golds: each is read once (NFKC and a pass per character cost about 2 us). Only
+# golds up to this long are kept (a gold may have 10,000 characters): the cache holds at most a few MB.
+_CACHED_GOLD_CHARS = 500
+_cached_forms = functools.lru_cache(maxsize=4096)(forms)
+
+
+def _gold_forms(gold: str) -> tuple[float | None, str]:
+    return _cached_forms(gold) if len(gold) <= _CACHED_GOLD_CHARS else forms(gold)
 
 
 def _same(answer: tuple[float | None, str], gold: str) -> bool:
