@@ -109,8 +109,7 @@ def repeated_shares(texts: Sequence[str], kind: str, n: int) -> list[float | Non
     if compiled is not None:
         shares: list[float | None] = []
         for text in texts:
-            count, distinct = compiled(text, n, kind == "auto")
-            shares.append(None if count < n else 1.0 - distinct / (count - n + 1))
+            shares.append(_share(*compiled(text, n, kind == "auto"), n))
         return shares
     big = [len(text) > (SHORT_ASCII_CHARS if text.isascii() else SHORT_CHARS) for text in texts]
     shares = [
@@ -121,8 +120,13 @@ def repeated_shares(texts: Sequence[str], kind: str, n: int) -> list[float | Non
         ids, bound, counts = unit_ids_of([texts[index].lower() for index in long], kind)
         distinct = _distinct_per_text(ids, bound, counts, n).tolist()
         for index, count, found in zip(long, counts, distinct, strict=True):
-            shares[index] = None if count < n else 1.0 - found / (count - n + 1)
+            shares[index] = _share(count, found, n)
     return shares
+
+
+def _share(count: int, distinct: int, n: int) -> float | None:
+    """`repeated_share_of`'s number from a text's unit count and its distinct n-grams."""
+    return None if count < n else 1.0 - distinct / (count - n + 1)
 
 
 def unit_ids(text: str, kind: str) -> tuple[npt.NDArray[np.int64], int]:
