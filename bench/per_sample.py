@@ -26,46 +26,16 @@ import os
 import platform
 import re
 import statistics
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx
-from machine import free_port, load_average, stop
+from machine import load_average, verifier
 from workloads import Sample, gsm8k_step
 
 from trainer_client.integrations.verl import compute_score
 
-ROOT = Path(__file__).resolve().parents[1]
 GROUP = 8
-
-
-@contextmanager
-def verifier() -> Iterator[str]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
-    env |= {"VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning", "VERIFIER_MATH_CACHE_SIZE": "0"}
-    env |= {"VERIFIER_CODE_ENABLED": "false"}
-    process = subprocess.Popen([sys.executable, "-m", "verifier_service"], cwd=ROOT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        else:
-            raise SystemExit("the verifier did not become ready in 120 s")
-        yield url
-    finally:
-        stop(process)
 
 
 def samples(seed: int, count: int) -> list[Sample]:
@@ -153,7 +123,7 @@ def main() -> None:
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python "
         f"{platform.python_version()}, httpx {httpx.__version__}; load average {load_average()}"
     )
-    with verifier() as url:
+    with verifier(VERIFIER_MATH_CACHE_SIZE="0") as url:
         run(url, args)
     print(f"load average at the end: {load_average()}")
 
