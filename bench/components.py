@@ -15,7 +15,9 @@ Three parts, in one run:
    with each text component added on its own, and with all five added (choice, answer, overlong, cosine length on
    math, repetition), alternated step by step; the median time of each and its ratio to math + format (target for
    all five: under 2x). The service's time: each body is encoded before the clock starts and the answer decoded
-   after it stops.
+   after it stops. Beside it (Linux), per request: the service process's time on a CPU, its time waiting for a CPU
+   (runnable while other processes held both), and its math workers' time on a CPU, from /proc/<pid>/schedstat.
+   When the first two add up to about the whole time, the service process is the step's critical path.
 """
 
 from __future__ import annotations
@@ -26,13 +28,14 @@ import os
 import platform
 import random
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
-from machine import load_average, verifier
+from machine import cpu_ns, load_average, service_processes, verifier
 from workloads import gsm8k_step
 
 from verifier_service.schema import ComponentResult, ScoreItem
@@ -238,19 +241,36 @@ def gsm8k_items(seed: int, added: tuple[str, ...]) -> list[dict[str, Any]]:
     return items
 
 
-def gsm8k_step_cost(client: httpx.Client, steps: int) -> None:
+def gsm8k_step_cost(client: httpx.Client, steps: int, service: tuple[int, list[int]] | None) -> None:
     print(f"\n3. a 512-item GSM8K step, {steps} steps each, alternated, fresh seeds, math cache off")
     configurations = {"math + format": (), **{f"  + {name} only": (name,) for name in ADDED}, "+ all five": ADDED}
     post(client, gsm8k_items(seed=999, added=ADDED))  # warm-up
     times: dict[str, list[float]] = {name: [] for name in configurations}
+    used = {name: [0, 0, 0] for name in configurations}  # ns: service on a CPU, service waiting for one, workers
     for step in range(steps):
         for offset, (name, added) in enumerate(configurations.items()):
-            times[name].append(post(client, gsm8k_items(seed=len(configurations) * step + offset, added=added)))
+            items = gsm8k_items(seed=len(configurations) * step + offset, added=added)
+            before = _cpu(service)
+            times[name].append(post(client, items))
+            after = _cpu(service)
+            used[name] = [total + now - then for total, now, then in zip(used[name], after, before, strict=True)]
     alone = statistics.median(times["math + format"])
+    if service is not None:
+        print(f"{'':<22} {'time':>10} {'ratio':>6}   CPU per request: service, its wait for a CPU, workers (ms)")
     for name, found in times.items():
-        print(f"{name:<22} {statistics.median(found) * 1e3:7.1f} ms  {statistics.median(found) / alone:5.2f}x")
+        cpu = " ".join(f"{ns / steps / 1e6:6.1f}" for ns in used[name]) if service is not None else ""
+        print(f"{name:<22} {statistics.median(found) * 1e3:7.1f} ms  {statistics.median(found) / alone:5.2f}x   {cpu}")
     ratio = statistics.median(times["+ all five"]) / alone
     print(f"ratio, all five added: {ratio:.2f}x (target < 2x)")
+
+
+def _cpu(service: tuple[int, list[int]] | None) -> tuple[int, int, int]:
+    """The service process's time on a CPU and waiting for one, and its workers' time on a CPU, so far (ns)."""
+    if service is None:
+        return 0, 0, 0
+    main, workers = service
+    on_cpu, waiting = cpu_ns(main)
+    return on_cpu, waiting, sum(cpu_ns(worker)[0] for worker in workers)
 
 
 def main() -> None:
@@ -270,7 +290,7 @@ def main() -> None:
     against_trl(texts, min(args.repeats, 50))
     with verifier(VERIFIER_MATH_CACHE_SIZE="0") as url, httpx.Client(base_url=url, timeout=300) as client:
         through_service(client, texts, args.requests)
-        gsm8k_step_cost(client, args.steps)
+        gsm8k_step_cost(client, args.steps, service_processes(url) if sys.platform == "linux" else None)
     print(f"load average at the end: {load_average()}")
 
 

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
+
 from trainer_client import VerifierClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +30,25 @@ def load_average() -> str:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
     except OSError:
         return "unknown"
+
+
+def service_processes(url: str) -> tuple[int, list[int]]:
+    """A local verifier's own process and its math workers, by pid (Linux): the workers as /readyz lists them, the
+    service as their grandparent (multiprocessing's forkserver, the service's child, forks them)."""
+    workers: list[int] = httpx.get(f"{url}/readyz", timeout=30).json()["math_workers"]["pids"]
+    forkserver = _parent(workers[0])
+    return _parent(forkserver), workers
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def cpu_ns(pid: int) -> tuple[int, int]:
+    """A process's time on a CPU and its time waiting for one (runnable, another process on every core), in ns: the
+    first two fields of /proc/<pid>/schedstat, its main thread's."""
+    on_cpu, waiting = Path(f"/proc/{pid}/schedstat").read_text().split()[:2]
+    return int(on_cpu), int(waiting)
 
 
 def stop(process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:

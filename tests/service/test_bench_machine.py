@@ -1,0 +1,43 @@
+"""bench/machine.py's process accounting, which bench/components.py prints beside its times: it must name the live
+verifier's own process and its workers, and read time that grows while they work."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import httpx
+import pytest
+
+from tests.conftest import Server
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc, which only Linux has")
+
+
+@pytest.fixture
+def machine(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(BENCH))
+    import machine
+
+    return machine
+
+
+def test_service_processes_are_the_server_and_its_workers(machine: ModuleType, server: Server) -> None:
+    main, workers = machine.service_processes(server.url)
+    assert main == server.process.pid
+    assert workers == httpx.get(f"{server.url}/readyz").json()["math_workers"]["pids"]
+    assert main not in workers
+
+
+def test_cpu_time_grows_while_the_service_scores(machine: ModuleType, server: Server) -> None:
+    main, workers = machine.service_processes(server.url)
+    before = machine.cpu_ns(main)[0], [machine.cpu_ns(worker)[0] for worker in workers]
+    # enough items that their text components go to the workers (engine.WORKER_TEXT_ITEMS)
+    items = [{"completion": f"<think>{n} + {n}</think>The answer is {2 * n}.", "format": {}} for n in range(256)]
+    response = httpx.post(f"{server.url}/v1/score", json={"items": items}, timeout=60)
+    assert response.status_code == 200
+    assert machine.cpu_ns(main)[0] > before[0]
+    assert sum(machine.cpu_ns(worker)[0] for worker in workers) > sum(before[1])
