@@ -213,12 +213,13 @@ def test_processes_forked_ahead_for_another_kind_of_test_leave_nothing(solo: Liv
 
 
 # A directory chain too deep to remove within the runner's clean-up deadline (5 s): the clean-up fails after the
-# answer has left the sandbox.
+# answer has left the sandbox. The wipe takes a level a pass, about 20 us here: 250,000 levels took 4.9 s, so the
+# chain has three times that (about 4 s to make).
 TOO_DEEP_TO_WIPE = """
 import os
 def f(x):
     os.chdir("/dev/shm")
-    for _ in range(250_000):
+    for _ in range(750_000):
         os.mkdir("d")
         os.chdir("d")
     return 2 * x
