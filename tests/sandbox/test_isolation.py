@@ -240,7 +240,9 @@ def test_a_clean_up_that_fails_after_the_answer_costs_the_next_submission_nothin
         assert [r.verdict for r in live.run_all(hostile)] == [RunVerdict.OK, RunVerdict.OK]
         honest = live.run(*HONEST)
         assert (honest.verdict, honest.score) == (RunVerdict.OK, 1.0), honest
-        assert live.status()["replaced"] >= replaced + 2
+        assert live.status()["replaced"] >= replaced + 2, (
+            "the clean-ups did not fail: this machine wiped the chain within the runner's deadline; make it deeper"
+        )
         deadline = time.monotonic() + 60  # both replacements up before closing: none is cut off half started
         while ((status := live.status())["up"] < 2 or status["starting"]) and time.monotonic() < deadline:
             time.sleep(0.05)
