@@ -105,12 +105,9 @@ def repeated_shares(texts: Sequence[str], kind: str, n: int) -> list[float | Non
     >>> repeated_shares(["a b a b a b", "", "a b c " * 4000], "auto", 2)
     [0.6, None, 0.9997499791649304]
     """
-    compiled = COUNT_NGRAMS
+    compiled, auto = COUNT_NGRAMS, kind == "auto"
     if compiled is not None:
-        shares: list[float | None] = []
-        for text in texts:
-            shares.append(_share(*compiled(text, n, kind == "auto"), n))
-        return shares
+        return [_share(*compiled(text, n, auto), n) for text in texts]
     big = [len(text) > (SHORT_ASCII_CHARS if text.isascii() else SHORT_CHARS) for text in texts]
     shares = [
         None if large else repeated_share_of(units(text, kind), n) for text, large in zip(texts, big, strict=True)
