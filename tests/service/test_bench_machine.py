@@ -34,10 +34,11 @@ def test_service_processes_are_the_server_and_its_workers(machine: ModuleType, s
 
 def test_cpu_time_grows_while_the_service_scores(machine: ModuleType, server: Server) -> None:
     main, workers = machine.service_processes(server.url)
-    before = machine.cpu_ns(main)[0], [machine.cpu_ns(worker)[0] for worker in workers]
+    main_before = machine.cpu_ns(main)[0]
+    workers_before = sum(machine.cpu_ns(worker)[0] for worker in workers)
     # enough items that their text components go to the workers (engine.WORKER_TEXT_ITEMS)
     items = [{"completion": f"<think>{n} + {n}</think>The answer is {2 * n}.", "format": {}} for n in range(256)]
     response = httpx.post(f"{server.url}/v1/score", json={"items": items}, timeout=60)
     assert response.status_code == 200
-    assert machine.cpu_ns(main)[0] > before[0]
-    assert sum(machine.cpu_ns(worker)[0] for worker in workers) > sum(before[1])
+    assert machine.cpu_ns(main)[0] > main_before
+    assert sum(machine.cpu_ns(worker)[0] for worker in workers) > workers_before
