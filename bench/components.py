@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from machine import cpu_ns, load_average, service_processes, verifier
+from machine import load_average, service_processes, verifier, verifier_cpu_ns
 from workloads import gsm8k_step
 
 from verifier_service.schema import ComponentResult, ScoreItem
@@ -265,12 +265,8 @@ def gsm8k_step_cost(client: httpx.Client, steps: int, service: tuple[int, list[i
 
 
 def _cpu(service: tuple[int, list[int]] | None) -> tuple[int, int, int]:
-    """The service process's time on a CPU and waiting for one, and its workers' time on a CPU, so far (ns)."""
-    if service is None:
-        return 0, 0, 0
-    main, workers = service
-    on_cpu, waiting = cpu_ns(main)
-    return on_cpu, waiting, sum(cpu_ns(worker)[0] for worker in workers)
+    """`verifier_cpu_ns` where the processes are known (Linux), else zeros."""
+    return (0, 0, 0) if service is None else verifier_cpu_ns(service)
 
 
 def main() -> None:

@@ -51,6 +51,14 @@ def cpu_ns(pid: int) -> tuple[int, int]:
     return int(on_cpu), int(waiting)
 
 
+def verifier_cpu_ns(service: tuple[int, list[int]]) -> tuple[int, int, int]:
+    """`service_processes`' service process's time on a CPU and waiting for one, and its workers' time on a CPU, so
+    far (ns)."""
+    main, workers = service
+    on_cpu, waiting = cpu_ns(main)
+    return on_cpu, waiting, sum(cpu_ns(worker)[0] for worker in workers)
+
+
 def stop(process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
     """SIGTERM, then SIGKILL if it has not exited within `timeout_s`."""
     process.terminate()

@@ -33,12 +33,12 @@ def test_service_processes_are_the_server_and_its_workers(machine: ModuleType, s
 
 
 def test_cpu_time_grows_while_the_service_scores(machine: ModuleType, server: Server) -> None:
-    main, workers = machine.service_processes(server.url)
-    main_before = machine.cpu_ns(main)[0]
-    workers_before = sum(machine.cpu_ns(worker)[0] for worker in workers)
+    service = machine.service_processes(server.url)
+    main_before, _, workers_before = machine.verifier_cpu_ns(service)
     # enough items that their text components go to the workers (engine.WORKER_TEXT_ITEMS)
     items = [{"completion": f"<think>{n} + {n}</think>The answer is {2 * n}.", "format": {}} for n in range(256)]
     response = httpx.post(f"{server.url}/v1/score", json={"items": items}, timeout=60)
     assert response.status_code == 200
-    assert machine.cpu_ns(main)[0] > main_before
-    assert sum(machine.cpu_ns(worker)[0] for worker in workers) > workers_before
+    main_after, _, workers_after = machine.verifier_cpu_ns(service)
+    assert main_after > main_before
+    assert workers_after > workers_before
