@@ -17,6 +17,7 @@ from verifier_service.compat import SCORE_PATHS, install_compat
 from verifier_service.errors import install_error_handlers
 from verifier_service.limits import BodySizeLimit
 from verifier_service.metrics import CountResponses, Metrics
+from verifier_service.paths import TrailingSlash
 from verifier_service.routes import router
 from verifier_service.runtime import Runtime
 from verifier_service.schema import ScoreRequest, ScoreResponse
@@ -47,12 +48,14 @@ def create_app(settings: VerifierSettings | None = None) -> FastAPI:
         version=__version__,
         summary="Scores LLM completions (math answers, code against tests, think format) for RL training.",
         lifespan=lifespan,
+        redirect_slashes=False,  # paths.TrailingSlash serves `/v1/score/` itself; no empty 307s
     )
     app.state.settings = settings
     app.state.metrics = Metrics()
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     # Counts every answer to a score request (/v1/score and the trainer routes), whoever produced it.
     app.add_middleware(CountResponses, metrics=app.state.metrics, paths=frozenset({"/v1/score", *SCORE_PATHS}))
+    app.add_middleware(TrailingSlash)  # before CountResponses: `/v1/score/` is counted as `/v1/score`
     app.add_middleware(UrlKey)  # outermost: an API key in the URL leaves it before anything else sees the request
     install_error_handlers(app)
     app.include_router(router)

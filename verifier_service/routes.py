@@ -153,6 +153,25 @@ async def _disconnect(request: Request) -> None:
         pass
 
 
+@router.get("/", include_in_schema=False)
+async def root(request: Request) -> dict[str, Any]:
+    """Where to go from the bare address: the documentation and the routes."""
+    return {
+        "service": request.app.title,
+        "version": request.app.version,
+        "docs": "/docs",
+        "openapi": "/openapi.json",
+        "routes": {
+            "score": "POST /v1/score",
+            "components": "GET /v1/components",
+            "trainers": "POST /v1/compat/openrlhf | /v1/compat/slime | /v1/compat/nemo-gym/verify",
+            "health": "GET /healthz",
+            "ready": "GET /readyz",
+            "metrics": "GET /metrics",
+        },
+    }
+
+
 @router.get("/v1/components", response_model=ComponentsResponse, response_model_by_alias=True)
 async def list_components() -> ComponentsResponse:
     """Every component: its options with their defaults, its score range, its verdicts (and which of them are
