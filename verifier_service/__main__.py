@@ -22,15 +22,23 @@ class NoProbes(logging.Filter):
         return path.split("?", 1)[0] not in PROBES
 
 
+def install_log_filters() -> None:
+    """Health probes stay out of the access log; a key in a URL is masked in every line, whoever logs it (a key in
+    the right place has left the path before uvicorn logs it, url_key.py; one in a URL that only comes close has not).
+    """
+    logging.getLogger("uvicorn.access").addFilter(NoProbes())
+    for name in ("", "uvicorn", "uvicorn.access"):  # the root's handler (ours, asyncio's) and uvicorn's own two
+        for handler in logging.getLogger(name).handlers:
+            handler.addFilter(HideUrlKeys())
+
+
 def serve(settings: VerifierSettings) -> None:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # loop="asyncio": uvloop (picked when installed) cannot start the sandbox's subprocesses as another user.
     config = uvicorn.Config(
         create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level, loop="asyncio"
     )
-    access = logging.getLogger("uvicorn.access")  # after uvicorn.Config, which sets up its loggers
-    access.addFilter(NoProbes())
-    access.addFilter(HideUrlKeys())  # the key has left the path before uvicorn logs it (url_key.py); and if not
+    install_log_filters()  # after uvicorn.Config, which sets up its loggers
     tune_collector()
     uvicorn.Server(config).run()
 

@@ -110,3 +110,27 @@ def test_a_math_only_deployment_is_ready_and_refuses_code_items(tmp_path: Path) 
         assert "VERIFIER_CODE_ENABLED=false" in refused.json()["detail"]
         answered = httpx.post(f"{server.url}/v1/score", json={"items": [math]})
         assert answered.json()["results"][0]["reward"] == 1.0
+
+
+def test_a_key_in_a_url_that_only_comes_close_is_masked_in_the_log(tmp_path: Path) -> None:
+    key = "Sekrit-k3y-0123456789"
+    near_misses = [
+        f"/v1/compat//key/{key}/openrlhf",
+        f"/V1/compat/key/{key}/openrlhf",
+        f"/v1/compat/KEY/{key}/openrlhf",
+        f"/v1/compat/openrlhf?key={key}",
+        f"/v1/score?api_key={key}&x=1",
+        f"/v1/compat/k%65y%2F{key}/openrlhf",
+        f"/v1/compat/openrlhf%3Fkey%3D{key}",
+        f"/v1/compat/key/{key}",
+    ]
+    with running_server(tmp_path, api_key=key, log_level="info", math_workers=1, code_enabled="false") as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        for path in near_misses:  # raw: an HTTP client would normalise some of these paths before sending them
+            with socket.create_connection(("127.0.0.1", port)) as conn:
+                request = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+                conn.sendall(request.encode())
+                assert conn.recv(1000).startswith(b"HTTP/1.1 4")  # 401, 404, or 422 where the key was right
+        log = server.output()
+    assert '"POST /v1/compat//key/***/openrlhf HTTP/1.1" 404' in log and "/v1/score?api_key=***&x=1" in log
+    assert key not in log and key.lower() not in log.lower()
