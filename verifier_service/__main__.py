@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import uvicorn
 
@@ -32,12 +33,15 @@ def install_log_filters() -> None:
             handler.addFilter(HideUrlKeys())
 
 
+def server_config(app: Any, settings: VerifierSettings) -> uvicorn.Config:
+    """How uvicorn serves `app`: the address and log level of `settings`."""
+    # loop="asyncio": uvloop (picked when installed) cannot start the sandbox's subprocesses as another user.
+    return uvicorn.Config(app, host=settings.host, port=settings.port, log_level=settings.log_level, loop="asyncio")
+
+
 def serve(settings: VerifierSettings) -> None:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # loop="asyncio": uvloop (picked when installed) cannot start the sandbox's subprocesses as another user.
-    config = uvicorn.Config(
-        create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level, loop="asyncio"
-    )
+    config = server_config(create_app(settings), settings)
     install_log_filters()  # after uvicorn.Config, which sets up its loggers
     tune_collector()
     uvicorn.Server(config).run()

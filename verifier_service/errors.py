@@ -41,9 +41,13 @@ async def _client_disconnect(request: Request, exc: ClientDisconnect) -> Respons
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+    """The 500 answer. Starlette raises the error on once this answer is sent, and uvicorn then closes the connection:
+    the answer says so (`Connection: close`), or a client that keeps connections alive would send its next request
+    down a connection that is gone and have it reset."""
     request_id = uuid.uuid4().hex[:12]
     log.error("unhandled error, request id %s", request_id, exc_info=exc)
-    return JSONResponse(status_code=500, content={"detail": f"internal error (request id {request_id})"})
+    content = {"detail": f"internal error (request id {request_id})"}
+    return JSONResponse(status_code=500, content=content, headers={"Connection": "close"})
 
 
 def install_error_handlers(app: FastAPI) -> None:
