@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,9 +45,14 @@ class Server:
 
 @contextmanager
 def running_server(
-    tmp_path: Path, port: int | None = None, python: str = sys.executable, **settings: object
+    tmp_path: Path,
+    port: int | None = None,
+    python: str = sys.executable,
+    preexec_fn: Callable[[], None] | None = None,
+    **settings: object,
 ) -> Iterator[Server]:
-    """Start a real uvicorn server with VERIFIER_* settings (under `python`); stop it (and its workers) afterwards."""
+    """Start a real uvicorn server with VERIFIER_* settings (under `python`, after `preexec_fn` in its process: to
+    set its resource limits, say); stop it (and its workers) afterwards."""
     port = port or free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
     env |= {"VERIFIER_HOST": "127.0.0.1", "VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning"}
@@ -62,6 +67,7 @@ def running_server(
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
+            preexec_fn=preexec_fn,
         )
     server = Server(f"http://127.0.0.1:{port}", process, log)
     try:

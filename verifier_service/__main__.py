@@ -8,6 +8,13 @@ from typing import Any
 import uvicorn
 
 from verifier_service.app import create_app, tune_collector
+from verifier_service.connections import (
+    AcceptErrors,
+    bounded_protocol,
+    connection_budget,
+    open_file_limit,
+    raise_open_file_limit,
+)
 from verifier_service.settings import VerifierSettings
 from verifier_service.url_key import HideUrlKeys
 
@@ -28,19 +35,31 @@ def install_log_filters() -> None:
     the right place has left the path before uvicorn logs it, url_key.py; one in a URL that only comes close has not).
     """
     logging.getLogger("uvicorn.access").addFilter(NoProbes())
+    logging.getLogger("asyncio").addFilter(AcceptErrors())  # out of file descriptors: a line a second, not thousands
     for name in ("", "uvicorn", "uvicorn.access"):  # the root's handler (ours, asyncio's) and uvicorn's own two
         for handler in logging.getLogger(name).handlers:
             handler.addFilter(HideUrlKeys())
 
 
 def server_config(app: Any, settings: VerifierSettings) -> uvicorn.Config:
-    """How uvicorn serves `app`: the address and log level of `settings`."""
+    """How uvicorn serves `app`: the address, log level and connection limits of `settings`."""
     # loop="asyncio": uvloop (picked when installed) cannot start the sandbox's subprocesses as another user.
-    return uvicorn.Config(app, host=settings.host, port=settings.port, log_level=settings.log_level, loop="asyncio")
+    # http: uvicorn's httptools protocol with the connection limits and timeouts of connections.py.
+    cap, backlog = connection_budget(settings, open_file_limit())
+    return uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        loop="asyncio",
+        http=bounded_protocol(settings, cap),
+        backlog=backlog,
+    )
 
 
 def serve(settings: VerifierSettings) -> None:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    raise_open_file_limit()  # before server_config, which fits the connection cap to the limit
     config = server_config(create_app(settings), settings)
     install_log_filters()  # after uvicorn.Config, which sets up its loggers
     tune_collector()

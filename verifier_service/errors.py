@@ -35,8 +35,9 @@ def invalid_request(errors: list[dict[str, Any]], found: int) -> JSONResponse:
 
 
 async def _client_disconnect(request: Request, exc: ClientDisconnect) -> Response:
-    """The client hung up before its request was read whole: nobody is left to answer, and it is not our error."""
-    log.info("%s %s: the client went away before sending the whole request", request.method, request.url.path)
+    """The connection closed before the request was read whole (the client hung up, or its body was too slow:
+    connections.py): nobody is left to answer, and it is not our error."""
+    log.info("%s %s: the connection closed before the whole request arrived", request.method, request.url.path)
     return Response(status_code=CLIENT_CLOSED)
 
 

@@ -57,6 +57,12 @@ class VerifierSettings(BaseSettings):
     batch_timeout_s: float = Field(120.0, gt=0, le=3600, description="Items not finished by then are null.")
     math_cache_size: int = Field(100_000, ge=0, description="Scored (gold, answer, options) kept across requests.")
 
+    max_connections: int = Field(
+        2048, ge=1, description="Open connections at most; past it, one with no request in flight is closed, or 503."
+    )
+    header_timeout_s: float = Field(10.0, gt=0, le=600, description="A request's headers must arrive within this.")
+    body_timeout_s: float = Field(60.0, gt=0, le=3600, description="A request's body must follow its headers within.")
+
     max_batch_items: int = Field(4096, ge=1)
     max_request_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_completion_chars: int = Field(

@@ -1,5 +1,5 @@
 """HTTP as a client meets it, through a real server: paths with a trailing slash, the bare address, a connection
-kept alive past a 500, a client that half-closes its connection after its request."""
+kept alive past a 500."""
 
 from __future__ import annotations
 

@@ -1,0 +1,178 @@
+"""Connections a real server does not let exhaust it: idle ones past the cap and past the open-file limit, ones that
+send nothing or trickle, and what the log says about them (at most a line a second). Small numbers throughout."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import resource
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import ROOT, Server, free_port, running_server
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc and sets Linux resource limits")
+
+ITEM = {"completion": "The answer is \\boxed{7}.", "math": {"gold": "7"}}
+SMALL = {"math_workers": 1, "code_enabled": "false", "log_level": "info"}
+
+
+def open_files(soft: int, hard: int) -> Callable[[], None]:
+    """A preexec_fn: the server process starts with this open-file limit."""
+    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@contextlib.contextmanager
+def idle_connections(port: int, count: int) -> Iterator[list[socket.socket]]:
+    """`count` connections that send nothing, all asked for at once (non-blocking: past the listen backlog the
+    kernel retries them, and the test does not wait for each)."""
+    conns = []
+    try:
+        for _ in range(count):
+            conn = socket.socket()
+            conn.setblocking(False)
+            conn.connect_ex(("127.0.0.1", port))
+            conns.append(conn)
+        yield conns
+    finally:
+        for conn in conns:
+            conn.close()
+
+
+def report_lines(log: str) -> list[str]:
+    return [line for line in log.splitlines() if "connections: " in line or "cannot accept connections" in line]
+
+
+@pytest.mark.timeout(120)
+def test_idle_connections_past_the_cap_and_the_file_limit_leave_a_client_served(tmp_path: Path) -> None:
+    """300 connections that send nothing, against a server allowed 200 open files and 8 connections: the longest
+    idle ones are closed to make room, the process never runs out of descriptors, a client is served, and the log
+    says what happened at most once a second."""
+    limits = open_files(200, 200)
+    with running_server(tmp_path, preexec_fn=limits, max_connections=8, header_timeout_s=60, **SMALL) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        started = time.monotonic()
+        with idle_connections(port, 300):
+            time.sleep(2)
+            scored = httpx.post(f"{server.url}/v1/score", json={"items": [ITEM]}, timeout=30)
+            assert scored.status_code == 200 and scored.json()["results"][0]["reward"] == 1.0
+            fds = len(list(Path(f"/proc/{server.process.pid}/fd").iterdir()))
+        elapsed = time.monotonic() - started
+        log = server.output()
+    assert fds < 200
+    assert "Too many open files" not in log and "Traceback" not in log, log[-3000:]
+    reports = report_lines(log)
+    assert reports and all("VERIFIER_MAX_CONNECTIONS" in line for line in reports), reports
+    assert len(reports) <= elapsed + 2, reports
+
+
+def wait_for_line(server: Server, text: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in server.output():
+        assert time.monotonic() < deadline, f"{text!r} not in the log:\n{server.output()[-3000:]}"
+        time.sleep(0.1)
+
+
+def trickle(conn: socket.socket, data: bytes, every_s: float) -> None:
+    """Send `data` a byte at a time until it is sent or the server closes the connection."""
+    with contextlib.suppress(OSError):
+        for byte in data:
+            conn.send(bytes([byte]))
+            time.sleep(every_s)
+
+
+def answer(conn: socket.socket) -> bytes:
+    """All the server sends until it closes the connection (a timeout fails the test)."""
+    received = b""
+    while chunk := conn.recv(65536):
+        received += chunk
+    return received
+
+
+@pytest.mark.timeout(120)
+def test_a_connection_that_sends_nothing_trickles_or_stalls_its_body_is_answered_408_and_closed(
+    tmp_path: Path,
+) -> None:
+    with running_server(tmp_path, header_timeout_s=1, body_timeout_s=1, **SMALL) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        silent, trickling, stalled = (socket.create_connection(("127.0.0.1", port), timeout=20) for _ in range(3))
+        headers = b"POST /v1/score HTTP/1.1\r\nHost: x\r\n" + b"X-Padding: y\r\n" * 100
+        sender = threading.Thread(target=trickle, args=(trickling, headers, 0.05), daemon=True)
+        sender.start()  # a header line every ~0.75 s: never a gap past the timeout, never done within it
+        stalled.sendall(b'POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"items"')
+        answers = {
+            name: answer(conn) for name, conn in [("silent", silent), ("trickling", trickling), ("stalled", stalled)]
+        }
+        for conn in (silent, trickling, stalled):
+            conn.close()
+        assert httpx.post(f"{server.url}/v1/score", json={"items": [ITEM]}).status_code == 200
+        wait_for_line(server, "(VERIFIER_BODY_TIMEOUT_S)")  # said with the next line a second later, at most
+        log = server.output()
+    for name, received in answers.items():
+        assert received.startswith(b"HTTP/1.1 408 "), (name, received)
+        assert b"connection: close" in received.lower(), (name, received)
+    assert b"no complete request headers within 1s" in answers["silent"]
+    assert b"no complete request headers within 1s" in answers["trickling"]
+    assert b"the request body did not arrive within 1s" in answers["stalled"]
+    assert "(VERIFIER_HEADER_TIMEOUT_S)" in log and "(VERIFIER_BODY_TIMEOUT_S)" in log
+    assert "Traceback" not in log, log
+
+
+def test_the_open_file_limit_is_raised_to_the_hard_limit(tmp_path: Path) -> None:
+    with running_server(tmp_path, preexec_fn=open_files(256, 4096), **SMALL) as server:
+        limits = Path(f"/proc/{server.process.pid}/limits").read_text()
+        log = server.output()
+    assert re.search(r"^Max open files\s+4096\s+4096\s", limits, re.M), limits
+    assert "open-file limit raised from 256 to 4096" in log
+
+
+ACCEPTING = """
+import asyncio, logging, resource, sys
+from verifier_service.__main__ import install_log_filters
+
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+install_log_filters()
+
+async def main() -> None:
+    await asyncio.start_server(lambda reader, writer: None, "127.0.0.1", int(sys.argv[1]))  # keeps every connection
+    print("listening", flush=True)
+    await asyncio.sleep(float(sys.argv[2]))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.timeout(60)
+def test_out_of_file_descriptors_the_failed_accepts_are_a_line_a_second(tmp_path: Path) -> None:
+    """Past the cap's safety margin (descriptors taken by something else), asyncio fails every accept and logs a
+    traceback for each, thousands a second; `python -m verifier_service`'s log filters make that a line a second."""
+    port, seconds = free_port(), 3.0
+    script = tmp_path / "accepting.py"
+    script.write_text(ACCEPTING)
+    log = tmp_path / "accepting.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, str(script), str(port), str(seconds)], cwd=ROOT, stdout=subprocess.PIPE, stderr=out
+        )
+    try:
+        assert process.stdout is not None and process.stdout.readline() == b"listening\n"
+        with idle_connections(port, 200):
+            process.wait(timeout=30)
+    finally:
+        process.kill()
+        process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+    lines = log.read_text().splitlines()
+    refused = [line for line in lines if "cannot accept connections: [Errno 24] Too many open files" in line]
+    assert 1 <= len(refused) <= seconds + 2, lines[:20]
+    assert "Traceback" not in log.read_text() and len(lines) <= seconds + 2, lines[:20]

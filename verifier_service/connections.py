@@ -1,0 +1,284 @@
+"""Connections as `python -m verifier_service` serves them: bounded in number and in time, and said in the log at
+most once a second.
+
+uvicorn alone holds a connection that sends nothing for as long as it stays open (its only timer is the keep-alive
+one, after a response), and accepts connections until the process runs out of file descriptors: then nobody is
+served, and asyncio logs a traceback for every failed accept. Here (`BoundedProtocol`, uvicorn's httptools protocol
+with a few hooks):
+
+- a request's headers must arrive within `VERIFIER_HEADER_TIMEOUT_S` of the connection (or of the request's first
+  byte, on a kept-alive one), its body within `VERIFIER_BODY_TIMEOUT_S` of its headers: else 408 and closed;
+- at most `VERIFIER_MAX_CONNECTIONS` are open (fewer where the open-file limit allows fewer): past it, a new
+  connection closes the one that has waited longest with no request in flight, or, when every one has a request in
+  flight, is answered 503 and closed;
+- the open-file limit is raised to its hard limit at start (`raise_open_file_limit`);
+- what the limits did is one log line a second at most (`LimitsReport`), and asyncio's failed accepts, should the
+  process run out of descriptors anyway, too (`AcceptErrors`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import math
+import resource
+import time
+from collections import Counter, OrderedDict
+from typing import Any, ClassVar
+
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from verifier_service.settings import VerifierSettings
+
+log = logging.getLogger(__name__)
+
+OWN_FILES = 128  # descriptors the service holds apart from connections: its listener, logs, forkserver, imports
+FILES_PER_WORKER = 8  # each math worker and each sandbox: pipes, sentinels, the sandbox's own channel (measured: ~6)
+REPORT_EVERY_S = 1.0
+MIN_BACKLOG, MAX_BACKLOG = 16, 2048  # uvicorn's default listen backlog is the most
+ACCEPT_ROUNDS = 3  # descriptors kept free for this many backlogs of connections accepted and not yet let go
+
+
+class Connections:
+    """What one server's connections share: the limits, the open ones, and which of those wait with no request."""
+
+    def __init__(self, cap: int, header_timeout_s: float, body_timeout_s: float) -> None:
+        self.cap = cap
+        self.header_timeout_s = header_timeout_s
+        self.body_timeout_s = body_timeout_s
+        self.open: set[BoundedProtocol] = set()
+        self.waiting: OrderedDict[BoundedProtocol, None] = OrderedDict()  # no request in flight; longest first
+        self.report = LimitsReport(self)
+
+    def admit(self, conn: BoundedProtocol) -> bool:
+        """Room for a new connection, made by closing the longest waiting one if need be; False if there is none."""
+        if len(self.open) >= self.cap:
+            if not self.waiting:
+                self.report.count("refused")
+                return False
+            oldest, _ = self.waiting.popitem(last=False)
+            self.open.discard(oldest)
+            oldest.transport.close()
+            self.report.count("closed_waiting")
+        self.open.add(conn)
+        self.waiting[conn] = None
+        return True
+
+    def busy(self, conn: BoundedProtocol) -> None:
+        self.waiting.pop(conn, None)
+
+    def idle(self, conn: BoundedProtocol) -> None:
+        if conn in self.open:
+            self.waiting[conn] = None
+            self.waiting.move_to_end(conn)
+
+    def forget(self, conn: BoundedProtocol) -> None:
+        self.open.discard(conn)
+        self.waiting.pop(conn, None)
+
+
+class LimitsReport:
+    """Counts what the limits did and logs it as one line, at most once every REPORT_EVERY_S."""
+
+    LINES: ClassVar[dict[str, str]] = {
+        "closed_waiting": "closed {n} connections that had no request in flight, to make room "
+        "(VERIFIER_MAX_CONNECTIONS: {cap} open at most)",
+        "refused": "refused {n} connections with 503: all {cap} open ones have a request in flight "
+        "(VERIFIER_MAX_CONNECTIONS)",
+        "headers_late": "closed {n} connections with 408: no complete request headers within {header}s "
+        "(VERIFIER_HEADER_TIMEOUT_S)",
+        "body_late": "closed {n} connections with 408: the request body did not arrive within {body}s "
+        "(VERIFIER_BODY_TIMEOUT_S)",
+    }
+
+    def __init__(self, connections: Connections) -> None:
+        self.connections = connections
+        self.counts: Counter[str] = Counter()
+        self.last = -math.inf
+        self.pending: asyncio.TimerHandle | None = None
+
+    def count(self, event: str) -> None:
+        self.counts[event] += 1
+        if self.pending is None:
+            delay = max(0.0, self.last + REPORT_EVERY_S - time.monotonic())
+            self.pending = asyncio.get_running_loop().call_later(delay, self.flush)
+
+    def flush(self) -> None:
+        self.pending, self.last = None, time.monotonic()
+        c = self.connections
+        values = {"cap": c.cap, "header": f"{c.header_timeout_s:g}", "body": f"{c.body_timeout_s:g}"}
+        lines = [self.LINES[event].format(n=n, **values) for event, n in self.counts.items()]
+        self.counts.clear()
+        log.warning("connections: %s", "; ".join(lines))
+
+
+class BoundedProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with header and body deadlines and a connection cap."""
+
+    def __init__(self, *args: Any, connections: Connections, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.limits = connections
+        self.deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if not self.limits.admit(self):
+            self._answer_and_close(503, "too many connections; retry shortly", retry_after=True)
+            return
+        self._expect_headers()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_deadline()
+        self.limits.forget(self)
+        super().connection_lost(exc)
+
+    # Deadlines: headers from the connection or the request's first byte; the body from the headers.
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._expect_headers()
+
+    def on_headers_complete(self) -> None:
+        self._cancel_deadline()
+        super().on_headers_complete()
+        self.limits.busy(self)
+        self.deadline = self.loop.call_later(self.limits.body_timeout_s, self._body_late)
+
+    def on_message_complete(self) -> None:
+        self._cancel_deadline()
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and not self.pipeline:
+            self.limits.idle(self)
+
+    def _expect_headers(self) -> None:
+        if self.deadline is None:
+            self.deadline = self.loop.call_later(self.limits.header_timeout_s, self._headers_late)
+
+    def _cancel_deadline(self) -> None:
+        if self.deadline is not None:
+            self.deadline.cancel()
+            self.deadline = None
+
+    def _in_flight(self) -> bool:
+        return self.cycle is not None and not self.cycle.response_complete
+
+    def _headers_late(self) -> None:
+        self.deadline = None
+        if self.transport.is_closing():
+            return
+        if self._in_flight():  # a pipelined request's headers, behind one still being answered: wait for that one
+            self._expect_headers()
+            return
+        self.limits.report.count("headers_late")
+        self._answer_and_close(408, f"no complete request headers within {self.limits.header_timeout_s:g}s")
+
+    def _body_late(self) -> None:
+        self.deadline = None
+        if self.transport.is_closing():
+            return
+        if self.flow.read_paused:  # we stopped reading (the app has not taken what came): not the client's fault
+            self.deadline = self.loop.call_later(self.limits.body_timeout_s, self._body_late)
+            return
+        self.limits.report.count("body_late")
+        if self.cycle is not None and not self.cycle.response_started:
+            # The app waits for the rest of the body; the lost connection tells it the client is gone (a 499).
+            self._answer_and_close(408, f"the request body did not arrive within {self.limits.body_timeout_s:g}s")
+        else:
+            self.transport.close()
+
+    def _answer_and_close(self, status: int, detail: str, retry_after: bool = False) -> None:
+        body = json.dumps({"detail": detail}).encode()
+        head = [
+            STATUS_LINE[status],
+            b"content-type: application/json\r\n",
+            b"content-length: %d\r\n" % len(body),
+            b"connection: close\r\n",
+            b"retry-after: 1\r\n" if retry_after else b"",
+            b"\r\n",
+        ]
+        self.transport.write(b"".join(head) + body)
+        self.transport.close()
+
+
+class AcceptErrors(logging.Filter):
+    """On the `asyncio` logger: a failed accept() (the process is out of file descriptors) is said at most once a
+    second, in one line with no traceback. asyncio logs one with a traceback for every connection waiting to be
+    accepted, on every try, and tries again for each of them a second later: thousands of lines a second."""
+
+    MESSAGES = ("socket.accept() out of system resource", "Exception in callback BaseSelectorEventLoop._start_serving")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last = -math.inf
+        self.held = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith(self.MESSAGES):
+            return True
+        now = time.monotonic()
+        if now - self.last < REPORT_EVERY_S:
+            self.held += 1
+            return False
+        error = record.exc_info[1] if record.exc_info else None
+        record.args = (error or record.msg, open_file_limit(), self.held)
+        record.msg = "cannot accept connections: %s (open-file limit %d); %d more such errors since the last line"
+        record.exc_info, record.exc_text = None, None
+        self.last, self.held = now, 0
+        return True
+
+
+def open_file_limit() -> int:
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def raise_open_file_limit() -> int:
+    """Raise this process's soft limit on open files to its hard limit (many hosts start services at 1024 of a
+    hard 524288); the limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else 1 << 20  # Linux refuses an infinite one
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open-file limit from %d to %d: %s", soft, target, exc)
+            return soft
+        log.info("open-file limit raised from %d to %d (the hard limit)", soft, target)
+        return target
+    return soft
+
+
+def connection_budget(settings: VerifierSettings, file_limit: int) -> tuple[int, int]:
+    """(connections at most, listen backlog) that fit in the open-file limit beside the service's own files.
+
+    asyncio accepts up to `backlog` connections in one go, before any of them can be turned away or make room; a
+    connection that is closed gives its descriptor back an iteration later. So a few backlogs' worth of descriptors
+    stay free beyond the cap, and the backlog is smaller where the limit is small.
+    """
+    sandboxes = settings.sandbox.pool_size if settings.code_enabled else 0
+    own = OWN_FILES + FILES_PER_WORKER * (settings.math_workers + sandboxes)
+    room = file_limit - own
+    backlog = min(MAX_BACKLOG, max(MIN_BACKLOG, room // 8))
+    cap = max(1, min(settings.max_connections, room - ACCEPT_ROUNDS * backlog))
+    if cap < settings.max_connections:
+        log.warning(
+            "at most %d connections at once, not VERIFIER_MAX_CONNECTIONS=%d: the open-file limit is %d, and the "
+            "service keeps about %d for itself and %d for connections being accepted; raise the limit (ulimit -n, or "
+            "the container's nofile) to serve more",
+            cap,
+            settings.max_connections,
+            file_limit,
+            own,
+            ACCEPT_ROUNDS * backlog,
+        )
+    return cap, backlog
+
+
+def bounded_protocol(settings: VerifierSettings, cap: int) -> Any:
+    """The `http` of a uvicorn.Config: a factory of BoundedProtocol sharing one server's Connections."""
+    shared = Connections(cap, settings.header_timeout_s, settings.body_timeout_s)
+    return functools.partial(BoundedProtocol, connections=shared)
