@@ -1,5 +1,5 @@
-"""Connections as `python -m verifier_service` serves them: bounded in number and in time, and said in the log at
-most once a second.
+"""Connections as `python -m verifier_service` serves them: bounded in number and in time, answered after a
+half-close, and said in the log at most once a second.
 
 uvicorn alone holds a connection that sends nothing for as long as it stays open (its only timer is the keep-alive
 one, after a response), and accepts connections until the process runs out of file descriptors: then nobody is
@@ -14,6 +14,12 @@ with a few hooks):
 - the open-file limit is raised to its hard limit at start (`raise_open_file_limit`);
 - what the limits did is one log line a second at most (`LimitsReport`), and asyncio's failed accepts, should the
   process run out of descriptors anyway, too (`AcceptErrors`).
+
+A client that half-closes (`shutdown(SHUT_WR)`) after its request still gets its answer. An end of input looks the
+same whether the client half-closed or went away; only writing tells them apart. So the connection stays open for
+the answer, and an interim `100 Continue` (which HTTP/1.1 clients skip, RFC 9110 15.2) is written every
+`PROBE_EVERY_S` while the answer is being made: to a client that has gone away the second one fails, the
+connection is lost, and the request's work is cancelled as for any client that hangs up (routes.until_disconnected).
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from verifier_service.settings import VerifierSettings
 
 log = logging.getLogger(__name__)
 
+PROBE_EVERY_S = 0.5  # after a half-close: how often the connection is checked by writing to it
+PROBE = b"HTTP/1.1 100 Continue\r\n\r\n"
 OWN_FILES = 128  # descriptors the service holds apart from connections: its listener, logs, forkserver, imports
 FILES_PER_WORKER = 8  # each math worker and each sandbox: pipes, sentinels, the sandbox's own channel (measured: ~6)
 REPORT_EVERY_S = 1.0
@@ -115,12 +123,14 @@ class LimitsReport:
 
 
 class BoundedProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with header and body deadlines and a connection cap."""
+    """uvicorn's httptools protocol with header and body deadlines, a connection cap and half-close handling."""
 
     def __init__(self, *args: Any, connections: Connections, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.limits = connections
         self.deadline: asyncio.TimerHandle | None = None
+        self.probe: asyncio.TimerHandle | None = None
+        self.half_closed = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -130,7 +140,10 @@ class BoundedProtocol(HttpToolsProtocol):
         self._expect_headers()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_deadline()
+        for timer in (self.deadline, self.probe):
+            if timer is not None:
+                timer.cancel()
+        self.deadline = self.probe = None
         self.limits.forget(self)
         super().connection_lost(exc)
 
@@ -203,6 +216,30 @@ class BoundedProtocol(HttpToolsProtocol):
         ]
         self.transport.write(b"".join(head) + body)
         self.transport.close()
+
+    # A half-close after a whole request: answer it, then close.
+
+    def eof_received(self) -> bool | None:  # type: ignore[override]  # uvicorn says None; asyncio takes a bool
+        if self.half_closed:
+            return True
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete or cycle.more_body:
+            return None  # nothing waits for an answer, or the request was cut short: close, as uvicorn does
+        self.half_closed = True
+        cycle.keep_alive = False  # the answer says `Connection: close`, and the connection ends after it
+        if self.scope.get("http_version") != "1.0":  # no interim responses to HTTP/1.0 clients (RFC 9110 15.2)
+            self._probe()
+        return True  # keep the transport open for writing
+
+    def _probe(self) -> None:
+        """Write an interim response while the answer is being made; a client that has gone away answered the last
+        one with a reset, so this write fails and the connection is lost (`connection_lost`)."""
+        self.probe = None
+        if self.transport.is_closing() or not self._in_flight():
+            return
+        if not self.pipeline and not self.cycle.response_started:  # nothing of an answer on the wire yet
+            self.transport.write(PROBE)
+        self.probe = self.loop.call_later(PROBE_EVERY_S, self._probe)
 
 
 class AcceptErrors(logging.Filter):

@@ -1,5 +1,5 @@
 """HTTP as a client meets it, through a real server: paths with a trailing slash, the bare address, a connection
-kept alive past a 500."""
+kept alive past a 500, a client that half-closes its connection after its request."""
 
 from __future__ import annotations
 
@@ -108,3 +108,35 @@ def test_a_client_that_keeps_its_connection_alive_past_a_500_is_not_reset() -> N
         finally:
             conn.close()
     assert status == 200 and json.loads(body) == {"status": "ok"}
+
+
+def final_response(received: bytes) -> tuple[int, bytes, bytes]:
+    """The final response in all a connection received (interim 1xx responses skipped): status, head, body."""
+    while True:
+        head, _, rest = received.partition(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        if status >= 200:
+            return status, head, rest
+        received = rest
+
+
+def test_a_client_that_half_closes_after_its_request_gets_its_answer(server: Server) -> None:
+    """`shutdown(SHUT_WR)` once the request is sent: the end of input is not the client going away. The item takes
+    the shared server's math timeout (3 s), so the half-close arrives long before the answer is ready."""
+    body = json.dumps({"items": [{"completion": "\\boxed{9^{9^{9^{9}}}}", "math": {"gold": "5"}}]}).encode()
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=60) as conn:
+        conn.sendall(
+            b"POST /v1/score HTTP/1.1\r\nHost: verifier\r\nContent-Type: application/json\r\n"
+            + b"Content-Length: %d\r\n\r\n" % len(body)
+            + body
+        )
+        conn.shutdown(socket.SHUT_WR)
+        received = b""
+        while chunk := conn.recv(65536):
+            received += chunk
+    assert received, "the connection closed with no answer"
+    status, head, answer = final_response(received)
+    assert status == 200, received[:500]
+    assert b"connection: close" in head.lower()
+    assert json.loads(answer)["results"][0]["components"]["math"]["verdict"] == "timeout"
