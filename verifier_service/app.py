@@ -65,14 +65,39 @@ def create_app(settings: VerifierSettings | None = None) -> FastAPI:
 
 
 def log_auth(settings: VerifierSettings) -> None:
-    """What an operator must see at start: whether requests need a key."""
+    """What an operator must see at start: whether requests need a key, and if not, who can score."""
     if settings.api_key is None:
-        log.info("auth: off (no VERIFIER_API_KEY): anyone who can reach %s:%d can score", settings.host, settings.port)
+        log.info("auth: off (no VERIFIER_API_KEY): anyone who can reach %s can score", reachable_at(settings))
     else:
         log.info(
             "auth: on (VERIFIER_API_KEY): /v1/score needs 'Authorization: Bearer <key>'; the trainer routes take it "
             "there or in the URL (/v1/compat/key/<key>/...)"
         )
+
+
+def reachable_at(settings: VerifierSettings) -> str:
+    """Where the service can be reached, in words. Inside a container it listens on every address of the container,
+    and what the host publishes is what counts: compose passes that on (VERIFIER_PUBLISHED_ADDRESS).
+
+    >>> reachable_at(VerifierSettings(host="0.0.0.0", port=8088, published_address="127.0.0.1:8088"))
+    '127.0.0.1:8088 (where its port is published), or port 8088 of its container on the container network'
+    >>> reachable_at(VerifierSettings(host="0.0.0.0", port=8088))
+    'port 8088 on any address of this machine (or container)'
+    """
+    listening = _address(settings.host, str(settings.port))
+    if settings.published_address is None:
+        return listening
+    host, _, port = settings.published_address.rpartition(":")
+    published = _address(host, port).replace("of this machine (or container)", "of its host")
+    return (
+        f"{published} (where its port is published), or port {settings.port} of its container on the container network"
+    )
+
+
+def _address(host: str, port: str) -> str:
+    if host in ("", "0.0.0.0", "::", "[::]", "*"):
+        return f"port {port} on any address of this machine (or container)"
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

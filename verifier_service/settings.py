@@ -51,6 +51,9 @@ class VerifierSettings(BaseSettings):
     port: int = Field(8088, ge=1, le=65535)
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
     api_key: SecretStr | None = Field(None, description="When set, requests need 'Authorization: Bearer <key>'.")
+    published_address: str | None = Field(
+        None, max_length=200, description="host:port where Docker publishes the port (compose sets it); for the log."
+    )
 
     math_workers: int = Field(default_factory=_default_workers, ge=1, le=256)
     math_timeout_s: float = Field(5.0, gt=0, le=300, description="Hard deadline per math item, from its start.")

@@ -62,3 +62,8 @@ def test_the_lb_finds_the_replicas_by_the_service_name() -> None:
     config = (ROOT / "deploy" / "lb" / "haproxy.cfg").read_text()
     assert re.search(r"^\s*server-template verifier \d+ verifier:8088\b", config, re.M)
     assert "nameserver dns 127.0.0.11:53" in config
+
+
+def test_the_replicas_say_they_are_published_on_every_address_of_their_node() -> None:
+    stack = merged_stack(VERIFIER_HOST_PORT="8089")
+    assert stack["services"]["verifier"]["environment"]["VERIFIER_PUBLISHED_ADDRESS"] == "0.0.0.0:8089"

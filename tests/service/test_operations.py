@@ -134,3 +134,12 @@ def test_a_key_in_a_url_that_only_comes_close_is_masked_in_the_log(tmp_path: Pat
         log = server.output()
     assert '"POST /v1/compat//key/***/openrlhf HTTP/1.1" 404' in log and "/v1/score?api_key=***&x=1" in log
     assert key not in log and key.lower() not in log.lower()
+
+
+def test_the_auth_line_says_where_the_service_is_published(tmp_path: Path) -> None:
+    """As compose starts it: what the host publishes, not the container's 0.0.0.0 (tests/deploy/test_compose_file.py
+    checks that compose passes its `ports` on)."""
+    with running_server(tmp_path, published_address="127.0.0.1:18088", log_level="info", math_workers=1) as server:
+        log = server.output()
+    assert "auth: off (no VERIFIER_API_KEY): anyone who can reach 127.0.0.1:18088 (where its port is published)" in log
+    assert "is not a setting" not in log
