@@ -49,10 +49,11 @@ def running_server(
     port: int | None = None,
     python: str = sys.executable,
     preexec_fn: Callable[[], None] | None = None,
+    wait_for: str = "/readyz",
     **settings: object,
 ) -> Iterator[Server]:
     """Start a real uvicorn server with VERIFIER_* settings (under `python`, after `preexec_fn` in its process: to
-    set its resource limits, say); stop it (and its workers) afterwards."""
+    set its resource limits, say), and wait until `wait_for` answers 200; stop it (and its workers) afterwards."""
     port = port or free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
     env |= {"VERIFIER_HOST": "127.0.0.1", "VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning"}
@@ -71,7 +72,7 @@ def running_server(
         )
     server = Server(f"http://127.0.0.1:{port}", process, log)
     try:
-        wait_ready(server, timeout=60)
+        wait_ready(server, timeout=60, path=wait_for)
         yield server
     finally:
         process.terminate()
@@ -82,13 +83,13 @@ def running_server(
             process.wait()
 
 
-def wait_ready(server: Server, timeout: float) -> None:
+def wait_ready(server: Server, timeout: float, path: str = "/readyz") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
             raise RuntimeError(f"server exited with {server.process.returncode}:\n{server.output()}")
         try:
-            if httpx.get(f"{server.url}/readyz", timeout=2).status_code == 200:
+            if httpx.get(f"{server.url}{path}", timeout=2).status_code == 200:
                 return
         except httpx.TransportError:
             pass

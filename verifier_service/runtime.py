@@ -19,6 +19,7 @@ from verifier_service.settings import VerifierSettings, unknown_settings
 log = logging.getLogger(__name__)
 
 WORKER_TASK = "verifier_service.scoring.worker:run"  # math comparisons and chunks of text components
+READY_POLL_S = 1.0  # how often a service that started unready checks whether it is ready now, to say so
 CODE_OFF = "code scoring is off on this server (VERIFIER_CODE_ENABLED=false); send math or format items"
 
 
@@ -69,6 +70,7 @@ class Runtime:
         if settings.code_enabled:
             self.executor = create_executor(settings.sandbox_backend, sandbox_config(settings))
         self.engine = Engine(settings, self.pool, self.metrics, self.executor)
+        self._announcer: asyncio.Future[None] | None = None
 
     async def start(self) -> None:
         """Start the workers and the sandbox; if either cannot start, stop the other before raising."""
@@ -78,9 +80,31 @@ class Runtime:
         except BaseException:
             await self.close()
             raise
-        log.info("verifier ready: %d math workers, sandbox %s", self.settings.math_workers, self.sandbox_status())
+        self._announcer = asyncio.ensure_future(self._say_when_ready())
+
+    async def _say_when_ready(self) -> None:
+        """Log 'verifier ready' when /readyz would answer 200, and not before: the sandbox may come up after start
+        (its image is still building, its engine is away). Until then, once, why not."""
+        ready, body = self.readiness()
+        if not ready:
+            log.warning("verifier started, not ready yet (/readyz answers 503): %s", self._not_ready_reason(body))
+        while not ready:
+            await asyncio.sleep(READY_POLL_S)
+            ready, body = self.readiness()
+        log.info("verifier ready: %d math workers, sandbox %s", len(body["math_workers"]["pids"]), body["sandbox"])
+
+    def _not_ready_reason(self, body: dict[str, Any]) -> str:
+        reasons = []
+        if not self.pool.ready:
+            reasons.append(f"{body['math_workers']['alive']} of {self.settings.math_workers} math workers up")
+        sandbox = body["sandbox"]
+        if not sandbox.get("ready"):
+            reasons.append(f"no sandbox can run code yet ({sandbox.get('last_error') or 'starting'})")
+        return "; ".join(reasons)
 
     async def close(self) -> None:
+        if self._announcer is not None:
+            self._announcer.cancel()
         await asyncio.gather(self.pool.close(), *([self.executor.close()] if self.executor else []))
 
     def sandbox_status(self) -> dict[str, Any]:

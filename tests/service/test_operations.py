@@ -143,3 +143,24 @@ def test_the_auth_line_says_where_the_service_is_published(tmp_path: Path) -> No
         log = server.output()
     assert "auth: off (no VERIFIER_API_KEY): anyone who can reach 127.0.0.1:18088 (where its port is published)" in log
     assert "is not a setting" not in log
+
+
+def test_verifier_ready_is_logged_only_when_readyz_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sandbox that cannot start (here: no Docker engine at DOCKER_HOST) keeps /readyz at 503: the log says the
+    service started and why it is not ready, never 'verifier ready'."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    settings = {"sandbox_backend": "docker", "log_level": "info", "math_workers": 1}
+    with running_server(tmp_path, wait_for="/healthz", **settings) as server:
+        wait_for(lambda: "not ready yet" in server.output(), 30, f"no not-ready line:\n{server.output()}")
+        assert httpx.get(f"{server.url}/readyz").status_code == 503
+        log = server.output()
+    assert "verifier started, not ready yet (/readyz answers 503): no sandbox can run code yet (no Docker engine" in log
+    assert "verifier ready" not in log
+
+
+def test_verifier_ready_is_logged_once_ready(tmp_path: Path) -> None:
+    with running_server(tmp_path, code_enabled="false", log_level="info", math_workers=1) as server:
+        wait_for(lambda: "verifier ready" in server.output(), 30, f"no ready line:\n{server.output()}")
+        log = server.output()
+    assert "verifier ready: 1 math workers, sandbox {'enabled': False, 'ready': True" in log
+    assert "not ready yet" not in log
