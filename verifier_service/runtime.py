@@ -13,14 +13,17 @@ from sandbox import Executor, Limits, SandboxConfig, create_executor
 from verifier_service.engine import Engine
 from verifier_service.metrics import Metrics
 from verifier_service.pool import WorkerPool
-from verifier_service.schema import ScoreItem
+from verifier_service.schema import COMPONENTS, ScoreItem
 from verifier_service.settings import VerifierSettings, unknown_settings
 
 log = logging.getLogger(__name__)
 
 WORKER_TASK = "verifier_service.scoring.worker:run"  # math comparisons and chunks of text components
 READY_POLL_S = 1.0  # how often a service that started unready checks whether it is ready now, to say so
-CODE_OFF = "code scoring is off on this server (VERIFIER_CODE_ENABLED=false); send math or format items"
+# Every component but code needs no sandbox: the message names them from the component table.
+CODE_OFF = "code scoring is off on this server (VERIFIER_CODE_ENABLED=false); these components work: " + ", ".join(
+    name for name in COMPONENTS if name != "code"
+)
 
 
 def sandbox_config(settings: VerifierSettings) -> SandboxConfig:

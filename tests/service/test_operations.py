@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tests.conftest import Server, free_port, running_server
+from verifier_service.schema import COMPONENTS
 
 BOMB = {"completion": "\\boxed{9^{9^{9^{9}}}}", "math": {"gold": "5"}}
 
@@ -108,6 +109,8 @@ def test_a_math_only_deployment_is_ready_and_refuses_code_items(tmp_path: Path) 
         assert refused.status_code == 422
         assert refused.json()["errors"][0]["loc"] == "items.1.code"
         assert "VERIFIER_CODE_ENABLED=false" in refused.json()["detail"]
+        works = refused.json()["detail"].rpartition("these components work: ")[2]
+        assert set(works.split(", ")) == set(COMPONENTS) - {"code"}, refused.json()["detail"]
         answered = httpx.post(f"{server.url}/v1/score", json={"items": [math]})
         assert answered.json()["results"][0]["reward"] == 1.0
 
