@@ -69,7 +69,10 @@ def serve(settings: VerifierSettings) -> None:
 def main() -> None:
     from verifier_service.cli import settings_or_exit
 
-    serve(settings_or_exit({}))
+    try:
+        serve(settings_or_exit({}))
+    except KeyboardInterrupt:  # uvicorn shut down cleanly, then raised the Ctrl-C again to exit by it: no traceback
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Sequence
+from multiprocessing import forkserver, resource_tracker
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -47,8 +48,6 @@ def _die_with_parent() -> None:
     when the last holder of its "alive" pipe is gone; multiprocessing hands each child a copy, so the worker
     closes its copy and the service process is left as the only holder.
     """
-    from multiprocessing import forkserver
-
     alive_fd = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_alive_fd", None)
     if isinstance(alive_fd, int):
         with contextlib.suppress(OSError):
@@ -66,6 +65,7 @@ def _worker_main(conn: Connection, fn_path: str) -> None:
     """Worker process loop: receive a list of tasks, run them in order, send each outcome as it is ready."""
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent shuts us down
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # so does a stop signal sent to the group: see _start_forkserver
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     module_name, _, fn_name = fn_path.partition(":")
     module = __import__(module_name, fromlist=[fn_name])
@@ -90,10 +90,27 @@ def _worker_main(conn: Connection, fn_path: str) -> None:
             conn.send(outcome)
 
 
+def _start_forkserver() -> None:
+    """Start multiprocessing's forkserver, if it is not running, with SIGTERM blocked; the workers it forks keep that.
+
+    A stop signal sent to the whole process group (systemd's default, `kill -- -PGID`) is the service's to act on:
+    it shuts down and closes the pool. A forkserver that took it would die at once and take the idle workers with it
+    (_die_with_parent), and the pool would replace them while it shuts down. The resource tracker unblocks SIGTERM in
+    the thread that starts it, so it is started first.
+    """
+    resource_tracker.ensure_running()
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
 class _Worker:
     def __init__(self, ctx: Any, fn_path: str) -> None:
         self.conn, child = ctx.Pipe(duplex=True)
         self.process = ctx.Process(target=_worker_main, args=(child, fn_path), daemon=True)
+        _start_forkserver()
         self.process.start()
         child.close()
         self.busy = False  # a task of run_group holds it

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -167,3 +168,19 @@ def test_verifier_ready_is_logged_once_ready(tmp_path: Path) -> None:
         log = server.output()
     assert "verifier ready: 1 math workers, sandbox {'enabled': False, 'ready': True" in log
     assert "not ready yet" not in log
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_to_the_whole_process_group_shuts_down_quietly(tmp_path: Path, sig: signal.Signals) -> None:
+    """systemd, a terminal's Ctrl-C and `kill -- -PGID` signal every process of the service, its workers and their
+    forkserver too: the service shuts down, closes the pool, and the log does not tell of workers dying and being
+    replaced, nor of a traceback."""
+    with running_server(tmp_path, preexec_fn=os.setsid, log_level="info", math_workers=2) as server:
+        pids = httpx.get(f"{server.url}/readyz").json()["math_workers"]["pids"]
+        os.killpg(server.process.pid, sig)
+        server.process.wait(timeout=30)
+        log = server.output()
+    assert "died while idle" not in log and "starting a replacement" not in log, log
+    assert "Traceback" not in log and "Application shutdown complete" in log, log
+    for pid in pids:
+        wait_for(lambda pid=pid: not Path(f"/proc/{pid}").exists(), 10, f"math worker {pid} outlived the service")
