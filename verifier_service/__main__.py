@@ -63,16 +63,16 @@ def serve(settings: VerifierSettings) -> None:
     config = server_config(create_app(settings), settings)
     install_log_filters()  # after uvicorn.Config, which sets up its loggers
     tune_collector()
-    uvicorn.Server(config).run()
+    try:
+        uvicorn.Server(config).run()
+    except KeyboardInterrupt:  # uvicorn shut down cleanly, then raised the Ctrl-C again to exit by it: no traceback
+        raise SystemExit(130) from None
 
 
 def main() -> None:
     from verifier_service.cli import settings_or_exit
 
-    try:
-        serve(settings_or_exit({}))
-    except KeyboardInterrupt:  # uvicorn shut down cleanly, then raised the Ctrl-C again to exit by it: no traceback
-        raise SystemExit(130) from None
+    serve(settings_or_exit({}))
 
 
 if __name__ == "__main__":
