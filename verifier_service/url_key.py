@@ -22,8 +22,9 @@ SCOPE_KEY = "verifier.url_key"  # where the compat routes' auth finds the key
 _PREFIX_BYTES = PREFIX.encode()
 MASK = "***"
 # A path segment after a `key` segment, and the value of a query parameter whose name says key, token or secret.
-_PATH_KEY = re.compile(r"(/key/+)[^/?#&\s\"']+", re.IGNORECASE)
-_QUERY_KEY = re.compile(r"([?&;][^=&#\s\"'/]*(?:key|token|secret|password)[^=&#\s\"'/]*=)[^&#\s\"']+", re.IGNORECASE)
+# A placeholder (`/key/<key>/`, in our own start-up line) is not a key: URL-safe keys hold no `<`.
+_PATH_KEY = re.compile(r"(/key/+)[^/?#&\s\"'<]+", re.IGNORECASE)
+_QUERY_KEY = re.compile(r"([?&;][^=&#\s\"'/]*(?:key|token|secret|password)[^=&#\s\"'/]*=)[^&#\s\"'<]+", re.IGNORECASE)
 _DECODINGS = 3  # `%252F` is `%2F` is `/`: a key hidden under up to this many layers of percent-encoding is found
 
 

@@ -29,6 +29,7 @@ KEY = "s3cret-Key_42"
             "/v1/compat/openrlhf?components=math,format&weights=1,0.5",
         ),
         ("/v1/score 100% done", "/v1/score 100% done"),
+        ("in the URL (/v1/compat/key/<key>/...)", "in the URL (/v1/compat/key/<key>/...)"),
     ],
 )
 def test_key_looking_parts_of_a_url_are_masked(logged: str, shown: str) -> None:
