@@ -72,7 +72,10 @@ def running_server(
         )
     server = Server(f"http://127.0.0.1:{port}", process, log)
     try:
-        wait_ready(server, timeout=60, path=wait_for)
+        if wait_for == "/readyz":
+            wait_ready(server, timeout=60)  # a name some tests replace (monkeypatch) to wait for something else
+        else:
+            wait_until_ok(server, wait_for, timeout=60)
         yield server
     finally:
         process.terminate()
@@ -83,7 +86,12 @@ def running_server(
             process.wait()
 
 
-def wait_ready(server: Server, timeout: float, path: str = "/readyz") -> None:
+def wait_ready(server: Server, timeout: float) -> None:
+    wait_until_ok(server, "/readyz", timeout)
+
+
+def wait_until_ok(server: Server, path: str, timeout: float) -> None:
+    """Until GET `path` answers 200; raises if the server exits first or the time is up."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
