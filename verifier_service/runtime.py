@@ -101,8 +101,9 @@ class Runtime:
         if not self.pool.ready:
             reasons.append(f"{body['math_workers']['alive']} of {self.settings.math_workers} math workers up")
         sandbox = body["sandbox"]
-        if not sandbox.get("ready"):
-            reasons.append(f"no sandbox can run code yet ({sandbox.get('last_error') or 'starting'})")
+        if not sandbox.get("ready"):  # the sandbox logs its own error: said once, there
+            why = "its error is logged above and shown by /readyz" if sandbox.get("last_error") else "starting"
+            reasons.append(f"no sandbox can run code yet ({why})")
         return "; ".join(reasons)
 
     async def close(self) -> None:

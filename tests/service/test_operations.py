@@ -158,7 +158,8 @@ def test_verifier_ready_is_logged_only_when_readyz_says_so(tmp_path: Path, monke
         wait_for(lambda: "not ready yet" in server.output(), 30, f"no not-ready line:\n{server.output()}")
         assert httpx.get(f"{server.url}/readyz").status_code == 503
         log = server.output()
-    assert "verifier started, not ready yet (/readyz answers 503): no sandbox can run code yet (no Docker engine" in log
+    assert "verifier started, not ready yet (/readyz answers 503): no sandbox can run code yet (its error" in log
+    assert "WARNING sandbox.docker_backend: no Docker engine" in log
     assert "verifier ready" not in log
 
 
