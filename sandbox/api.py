@@ -59,6 +59,7 @@ class StdioTest:
     stdout: str
     mode: str = "tokens"  # "tokens" (whitespace-separated), "exact", or "float" (tokens, numbers with tolerance)
     tolerance: float = 1e-6
+    hidden: bool = False  # a detail never shows the expected output, nor where the output differs from it
 
 
 @dataclass(frozen=True)
@@ -71,11 +72,13 @@ class CallTest:
     kwargs: dict[str, Any] = field(default_factory=dict)
     expected: Any = None
     tolerance: float = 0.0
+    hidden: bool = False  # a detail never shows the expected value
 
 
 @dataclass(frozen=True)
 class AssertTest:
     code: str  # HumanEval/MBPP style: run after the program, against the program's names
+    hidden: bool = False  # a detail never quotes what the test's code raised (its message may hold expected values)
 
 
 Test = StdioTest | CallTest | AssertTest

@@ -6,14 +6,23 @@ nothing the program prints or returns can be read as a verdict.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import itertools
 import math
+import re
 import signal
+from collections import deque
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sandbox.api import AssertTest, CallTest, Limits, StdioTest, Test, TestOutcome, TestVerdict
 from sandbox.runner import Malformed, decode
 
 Facts = dict[str, Any]
+BRIEF_CHARS = 120  # the most a detail shows of a value
+BIG_INT_BITS = 13_000  # about 3,900 digits: below the 4,300 that str(int) allows
+EXACT_DIGITS_BITS = 100_000  # up to here, a big int's digits are counted exactly (a power of 10 takes milliseconds)
 
 
 class CannotJudge(Exception):
@@ -68,9 +77,22 @@ def _stdio(test: StdioTest, facts: Facts, limits: Limits) -> tuple[TestVerdict, 
     code = facts.get("code")
     if code != 0:
         return TestVerdict.RUNTIME_ERROR, _exit_detail(code)
-    if stdout_matches(str(facts.get("stdout", "")), test):
+    difference = stdout_difference(stdout_of(facts), test)
+    if difference is None:
         return TestVerdict.PASSED, None
-    return TestVerdict.WRONG_ANSWER, "output differs"
+    return TestVerdict.WRONG_ANSWER, HIDDEN_OUTPUT if test.hidden else difference
+
+
+def stdout_of(facts: Facts) -> str:
+    """The program's stdout as text: the runner sends its bytes in base64 (JSON would escape a control byte into six
+    bytes, and a job's facts must stay near the size of its output)."""
+    encoded = facts.get("stdout_b64")
+    if not isinstance(encoded, str):
+        return str(facts.get("stdout", ""))
+    try:
+        return base64.b64decode(encoded, validate=True).decode("utf-8", "replace")
+    except (binascii.Error, ValueError):
+        return ""
 
 
 def _exit_detail(code: object) -> str:
@@ -90,7 +112,8 @@ def _call(test: CallTest, facts: Facts, limits: Limits) -> tuple[TestVerdict, st
             return TestVerdict.WRONG_ANSWER, "returned a malformed value"
         if json_equal(value, test.expected, test.tolerance):
             return TestVerdict.PASSED, None
-        return TestVerdict.WRONG_ANSWER, f"returned {_short(value)}"
+        expected = "" if test.hidden else f", expected {brief(test.expected)}"
+        return TestVerdict.WRONG_ANSWER, f"returned {brief(value)}{expected}"
     if "unserializable" in facts:
         return TestVerdict.WRONG_ANSWER, f"returned a {facts['unserializable']}, not plain data"
     ended = _ended_by_limit(facts, facts.get("exc"), limits)
@@ -106,20 +129,92 @@ def _assert(test: AssertTest, facts: Facts, limits: Limits) -> tuple[TestVerdict
     if result == "passed":
         return TestVerdict.PASSED, None
     if result == "failed":
-        return TestVerdict.WRONG_ANSWER, str(report.get("detail") or "AssertionError")
+        return TestVerdict.WRONG_ANSWER, _test_side(test, str(report.get("detail") or "AssertionError"))
     if result == "unsupported":
         raise CannotJudge(str(report.get("detail")))
     ended = _ended_by_limit(facts, report.get("exc"), limits)
     if ended:
         return ended
     if result == "error":
-        return TestVerdict.RUNTIME_ERROR, str(report.get("detail"))
+        detail = str(report.get("detail"))
+        return TestVerdict.RUNTIME_ERROR, detail if report.get("origin") == "program" else _test_side(test, detail)
     return TestVerdict.RUNTIME_ERROR, "the tester was killed"
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 120 else text[:117] + "..."
+def _test_side(test: AssertTest, detail: str) -> str:
+    """What the test's own code raised: its message may quote the test's values, so a hidden test says the type."""
+    return detail.split(":", 1)[0] + " (hidden test)" if test.hidden else detail
+
+
+class _Full(Exception):
+    pass
+
+
+def brief(value: Any, limit: int = BRIEF_CHARS) -> str:
+    """`repr(value)` cut to `limit` characters, at a cost bounded by `limit` too: whatever a program returns (a list
+    of a million items, 10**5000, whose repr Python refuses) or a test expects, this answers in a few characters.
+
+    >>> brief([10**5000, "ok"]), brief(list(range(100)), 20)
+    ("[<an int of 5001 digits>, 'ok']", '[0, 1, 2, 3, 4, 5...')
+    """
+    parts: list[str] = []
+    room = limit
+
+    def put(text: str) -> None:
+        nonlocal room
+        parts.append(text[: room + 1])
+        room -= len(text)
+        if room < 0:
+            raise _Full
+
+    try:
+        _write(value, put, limit)
+    except _Full:
+        return "".join(parts)[: max(0, limit - 3)] + "..."
+    return "".join(parts)
+
+
+def _write(value: Any, put: Callable[[str], None], limit: int) -> None:  # each level writes first: depth <= limit
+    kind = type(value)
+    if kind is int and value.bit_length() > BIG_INT_BITS:
+        put(f"<an int of {_digits(value)} digits>")
+    elif kind in (str, bytes):
+        put(repr(value[: limit + 1]))  # longer than the limit: put cuts it, and nothing copies it whole
+    elif kind in (list, tuple, set, frozenset):
+        opening, closing = _BRACKETS[kind] if value else _EMPTY[kind]
+        put(opening)
+        for i, item in enumerate(value):
+            put(", " if i else "")
+            _write(item, put, limit)
+        put("," + closing if kind is tuple and len(value) == 1 else closing)
+    elif kind is dict:
+        put("{")
+        for i, (key, item) in enumerate(value.items()):
+            put(", " if i else "")
+            _write(key, put, limit)
+            put(": ")
+            _write(item, put, limit)
+        put("}")
+    elif value is None or kind in (bool, int, float, complex):
+        put(repr(value))
+    else:
+        put(f"<{kind.__name__}>")
+
+
+_BRACKETS: dict[type, tuple[str, str]] = {
+    list: ("[", "]"), tuple: ("(", ")"), set: ("{", "}"), frozenset: ("frozenset({", "})")
+}  # fmt: skip
+_EMPTY: dict[type, tuple[str, str]] = {**_BRACKETS, set: ("set(", ")"), frozenset: ("frozenset(", ")")}
+
+
+def _digits(n: int) -> str:
+    """How many decimal digits |n| has, without str(n) (which Python refuses past 4300 digits); past EXACT_DIGITS_BITS,
+    only about (10**estimate would take seconds for the 4-million-bit ints a program may return)."""
+    n = abs(n)
+    estimate = int((n.bit_length() - 1) * math.log10(2)) + 1  # exact or one short
+    if n.bit_length() > EXACT_DIGITS_BITS:
+        return f"about {estimate}"
+    return str(estimate + (n >= 10**estimate))
 
 
 def json_equal(actual: Any, expected: Any, tolerance: float = 0.0) -> bool:
@@ -157,12 +252,82 @@ def _numbers_equal(actual: float, expected: float, tolerance: float) -> bool:
 
 
 def stdout_matches(actual: str, test: StdioTest) -> bool:
+    return stdout_difference(actual, test) is None
+
+
+def stdout_difference(actual: str, test: StdioTest) -> str | None:
+    """None when the output matches; else where it first differs, with the expected and the program's text around
+    that place, each cut short. Linear in the output, holding no list of its tokens (a 64 MB output of one-letter
+    tokens would be a list of 32 million strings)."""
     if test.mode == "exact":
-        return actual == test.stdout
-    got, want = actual.split(), test.stdout.split()
-    if test.mode == "tokens" or len(got) != len(want):
-        return got == want
-    return all(g == w or _floats_close(g, w, test.tolerance) for g, w in zip(got, want, strict=True))
+        return None if actual == test.stdout else _exact_difference(actual, test.stdout)
+    same: Callable[[str, str], bool] = (
+        str.__eq__ if test.mode == "tokens" else lambda g, w: g == w or _floats_close(g, w, test.tolerance)
+    )
+    got, want = _TOKEN.finditer(actual), _TOKEN.finditer(test.stdout)
+    before: deque[str] = deque(maxlen=CONTEXT_TOKENS)
+    for index, (g, w) in enumerate(itertools.zip_longest(got, want)):
+        if g is not None and w is not None and same(g[0], w[0]):
+            before.append(g[0])
+            continue
+        line = actual.count("\n", 0, g.start() if g is not None else len(actual)) + 1
+        shown = (index > CONTEXT_TOKENS, list(before))
+        expected, output = _tokens_around(shown, w, want), _tokens_around(shown, g, got)
+        return f"differs at token {index + 1} (line {line} of the output): expected {expected}, got {output}"
+    return None
+
+
+_TOKEN = re.compile(r"\S+")  # \s is str.isspace, as str.split() splits
+CONTEXT_TOKENS = 2  # tokens shown on each side of the first difference
+TOKEN_CHARS = 24  # each token shown is cut to this many characters
+CONTEXT_CHARS = 24  # exact mode: characters shown on each side of the first difference
+HIDDEN_OUTPUT = "output differs (hidden test: where is not said)"
+
+
+def _tokens_around(shown: tuple[bool, list[str]], first: re.Match[str] | None, rest: Iterator[re.Match[str]]) -> str:
+    """`... 3 4 [5] 6 7`: the tokens before the first difference, the differing one in brackets, the next ones."""
+    elided, before = shown
+    after = [m[0] for m in itertools.islice(rest, CONTEXT_TOKENS)] if first is not None else []
+    more = first is not None and len(after) == CONTEXT_TOKENS and next(rest, None) is not None
+    middle = f"[{_cut(first[0])}]" if first is not None else "[end of output]"
+    words = ["..."] * elided + [_cut(t) for t in before] + [middle] + [_cut(t) for t in after] + ["..."] * more
+    return repr(" ".join(words))
+
+
+def _cut(token: str) -> str:
+    return token if len(token) <= TOKEN_CHARS else token[: TOKEN_CHARS - 3] + "..."
+
+
+def _exact_difference(actual: str, expected: str) -> str:
+    at = _common_prefix(actual, expected)
+    line = actual.count("\n", 0, at) + 1
+    column = at - actual.rfind("\n", 0, at)
+    return (
+        f"differs at line {line}, column {column} of the output: "
+        f"expected {_chars_around(expected, at)}, got {_chars_around(actual, at)}"
+    )
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """The length of the longest common prefix, comparing in blocks (a loop per character would be slow)."""
+    at, step = 0, 4096
+    while at < min(len(a), len(b)) and a[at : at + step] == b[at : at + step]:
+        at += step
+    at = min(at, len(a), len(b))
+    while at < min(len(a), len(b)) and a[at] == b[at]:
+        at += 1
+    return at
+
+
+def _chars_around(text: str, at: int) -> str:
+    start = max(0, at - CONTEXT_CHARS)
+    piece = repr(text[start : at + CONTEXT_CHARS])
+    return (
+        ("..." if start else "")
+        + piece
+        + ("..." if at + CONTEXT_CHARS < len(text) else "")
+        + (" (it ends there)" if at >= len(text) else "")
+    )
 
 
 def _floats_close(got: str, want: str, tolerance: float) -> bool:

@@ -11,8 +11,10 @@ import itertools
 import json
 import logging
 import weakref
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, Generic, TypeVar
 
 from sandbox.api import (
     AssertTest,
@@ -30,6 +32,7 @@ from sandbox.pool import Channel, Pool, Sandbox, SandboxUnavailable
 from sandbox.runner import KILL_TIMEOUT_S, Unserializable, encode
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 GRACE_S = 2 * KILL_TIMEOUT_S + 5  # beyond a test's wall limit: spawning, killing and wiping before its facts come
 SETTLE_TIMEOUT_S = 4 * KILL_TIMEOUT_S + 5  # the clean-up after a job: killing, then wiping three places
@@ -37,13 +40,18 @@ STDIO_MODES = ("tokens", "exact", "float")
 MIN_TESTS_PER_PART = 8  # a submission with fewer tests runs in one sandbox
 
 
+Judge = Callable[[Test, dict[str, Any]], T]  # a test and its facts -> what the caller keeps of them
+
+
 @dataclass
-class JobReport:
-    facts: dict[int, dict[str, Any]] = field(default_factory=dict)  # by index in the job's tests
+class JobReport(Generic[T]):
+    judged: dict[int, T] = field(default_factory=dict)  # by index in the job's tests
+    received: int = 0  # tests whose facts came
     compile_error: str | None = None
     lost_at: int | None = None  # the runner died or hung during this test
     hung: bool = False
     fatal: str | None = None  # the runner reported itself broken (after the facts of the test that broke it)
+    invalid: str | None = None  # a test the host cannot judge (CannotJudge)
     # A healthy report ends at "done": the runner still cleans up after the job, and says "clean" (see `settle`).
 
     @property
@@ -52,10 +60,17 @@ class JobReport:
 
 
 async def run_job(
-    channel: Channel, job_id: int, program: str, specs: list[dict[str, Any]], limits: Limits
-) -> JobReport:
-    """Send one job; collect the facts per test until the runner says done (or dies, or stops answering)."""
-    report = JobReport()
+    channel: Channel,
+    job_id: int,
+    program: str,
+    specs: list[dict[str, Any]],
+    limits: Limits,
+    judge: Callable[[int, dict[str, Any]], T],
+) -> JobReport[T]:
+    """Send one job; judge each test's facts as they come, keeping only the judgement (a test's facts may hold
+    megabytes of output: a thousand of them must never be held at once), until the runner says done (or dies, or
+    stops answering)."""
+    report: JobReport[T] = JobReport()
     job = {"job": job_id, "program": program, "tests": specs, "limits": asdict(limits)}
     try:
         await channel.send(json.dumps(job).encode())
@@ -66,18 +81,27 @@ async def run_job(
         try:
             line = await asyncio.wait_for(channel.recv(), limits.wall_s + GRACE_S)
         except TimeoutError:
-            report.lost_at, report.hung = len(report.facts), True
+            report.lost_at, report.hung = report.received, True
             return report
         except (EOFError, ConnectionError):
-            done = report.compile_error is not None or len(report.facts) == len(specs)
-            report.lost_at = None if done else len(report.facts)
+            done = report.compile_error is not None or report.received == len(specs)
+            report.lost_at = None if done else report.received
             report.fatal = report.fatal or "the runner exited"
             return report
-        msg = json.loads(line)
+        try:
+            msg = json.loads(line)
+        except (ValueError, RecursionError):  # the runner never sends such a line: it is broken
+            report.lost_at, report.fatal = report.received, "the runner sent a line that is not JSON"
+            return report
+        del line
         if msg.get("job") != job_id:
             continue
         if "facts" in msg:
-            report.facts[int(msg["i"])] = msg["facts"]
+            report.received += 1
+            try:
+                report.judged[int(msg["i"])] = judge(int(msg["i"]), msg.pop("facts"))
+            except CannotJudge as exc:
+                report.invalid = report.invalid or str(exc)
         elif "compile_error" in msg:
             report.compile_error = str(msg["compile_error"])
         elif "fatal" in msg:
@@ -98,6 +122,10 @@ async def settle(channel: Channel, job_id: int) -> bool:
             return True
         if "fatal" in msg:
             return False
+
+
+def _judge(tests: list[Test], judge: Judge[T], index: int, facts: dict[str, Any]) -> T:
+    return judge(tests[index], facts)
 
 
 def test_spec(test: Test) -> dict[str, Any]:
@@ -159,43 +187,55 @@ class PooledExecutor:
                 return RunResult(RunVerdict.INVALID_TEST, detail=problem)
         limits = submission.limits.capped(self.config.max_limits)
         try:
-            facts = await self._collect(submission.program, submission.tests, limits)
+            judge = partial(outcome, limits=limits)
+            outcomes = await self._collect(submission.program, submission.tests, limits, judge)
         except SandboxUnavailable as exc:
             return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=str(exc))
+        except CannotJudge as exc:
+            return RunResult(RunVerdict.INVALID_TEST, detail=str(exc))
         except Exception:  # a bug of ours, never the program's doing: cannot judge
             log.exception("the %s executor failed", self.name)
             return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail="internal error in the sandbox executor")
-        if isinstance(facts, str):
-            return RunResult(RunVerdict.COMPILE_ERROR, detail=facts)
-        try:
-            outcomes = tuple(outcome(t, facts[i], limits) for i, t in enumerate(submission.tests))
-        except CannotJudge as exc:
-            return RunResult(RunVerdict.INVALID_TEST, detail=str(exc))
-        return RunResult(RunVerdict.OK, outcomes)
+        if isinstance(outcomes, str):
+            return RunResult(RunVerdict.COMPILE_ERROR, detail=outcomes)
+        return RunResult(RunVerdict.OK, tuple(outcomes[i] for i in range(len(submission.tests))))
 
-    async def _collect(self, program: str, tests: tuple[Test, ...], limits: Limits) -> dict[int, dict[str, Any]] | str:
-        """The facts of every test, or the compile error. Many tests are split over several sandboxes at once (a
-        long CodeContests suite with timeouts should not run serially when sandboxes sit idle)."""
+    async def _collect(
+        self, program: str, tests: tuple[Test, ...], limits: Limits, judge: Judge[T]
+    ) -> dict[int, T] | str:
+        """What `judge` makes of every test's facts (`outcome`: its verdict), or the compile error. Many tests are
+        split over several sandboxes at once (a long CodeContests suite with timeouts should not run serially when
+        sandboxes sit idle). A test's facts are judged as they arrive and then dropped."""
         specs = [test_spec(t) for t in tests]
         n = min(self.pool.size, max(1, len(specs) // MIN_TESTS_PER_PART))
         parts = [list(range(len(specs)))[p::n] for p in range(n)]
         try:
             async with asyncio.TaskGroup() as group:  # a part that fails cancels the others (their sandboxes go)
-                tasks = [group.create_task(self._collect_part(program, specs, part, limits)) for part in parts]
+                tasks = [
+                    group.create_task(self._collect_part(program, tests, specs, part, limits, judge)) for part in parts
+                ]
         except* SandboxUnavailable as failed:
             raise failed.exceptions[0] from None
-        facts: dict[int, dict[str, Any]] = {}
+        except* CannotJudge as invalid:
+            raise invalid.exceptions[0] from None
+        judged: dict[int, T] = {}
         for task in tasks:
             part = task.result()
             if isinstance(part, str):
                 return part
-            facts.update(part)
-        return facts
+            judged.update(part)
+        return judged
 
     async def _collect_part(
-        self, program: str, specs: list[dict[str, Any]], indices: list[int], limits: Limits
-    ) -> dict[int, dict[str, Any]] | str:
-        """The facts of these tests, moving on to a fresh sandbox whenever one breaks.
+        self,
+        program: str,
+        tests: tuple[Test, ...],
+        specs: list[dict[str, Any]],
+        indices: list[int],
+        limits: Limits,
+        judge: Judge[T],
+    ) -> dict[int, T] | str:
+        """What `judge` makes of these tests' facts, moving on to a fresh sandbox whenever one breaks.
 
         A runner that dies mid-test with no explanation gets that test one more try on a fresh sandbox: in a PID
         namespace the runner is PID 1 and nothing inside can kill it, so that is the infrastructure. A second death
@@ -203,9 +243,9 @@ class PooledExecutor:
         stops answering fails the test as a timeout. A sandbox whose clean-up after its last job failed is
         replaced before this job starts there, and that counts against nobody.
         """
-        facts: dict[int, dict[str, Any]] = {}
+        judged: dict[int, T] = {}
         retried: set[int] = set()
-        while todo := [i for i in indices if i not in facts]:
+        while todo := [i for i in indices if i not in judged]:
             async with self.pool.lease() as sandbox:
                 last = self._cleaning.pop(sandbox, None)
                 if last is not None and not await settle(sandbox.channel, last):
@@ -213,7 +253,8 @@ class PooledExecutor:
                     self.pool.retire(sandbox)
                     continue
                 job_id = next(self._job_ids)
-                report = await run_job(sandbox.channel, job_id, program, [specs[i] for i in todo], limits)
+                job, job_tests = [specs[i] for i in todo], [tests[i] for i in todo]
+                report = await run_job(sandbox.channel, job_id, program, job, limits, partial(_judge, job_tests, judge))
                 if report.healthy:
                     self._cleaning[sandbox] = job_id
                 else:
@@ -221,16 +262,18 @@ class PooledExecutor:
                     self.pool.retire(sandbox)
             if report.compile_error is not None:
                 return report.compile_error
-            if report.fatal is not None and not report.facts and report.lost_at is None:
+            if report.invalid is not None:
+                raise CannotJudge(report.invalid)
+            if report.fatal is not None and not report.received and report.lost_at is None:
                 report.lost_at = 0  # broken before its first test ran: count it, or a broken host loops forever
-            facts.update((todo[i], f) for i, f in report.facts.items())
+            judged.update((todo[i], j) for i, j in report.judged.items())
             if report.lost_at is not None and report.lost_at < len(todo):
                 lost = todo[report.lost_at]
                 if report.hung:
-                    facts[lost] = {"status": "timeout"}
+                    judged[lost] = judge(tests[lost], {"status": "timeout"})
                 elif lost in retried and self.runner_killable:
-                    facts[lost] = {"status": "broken", "detail": "the program killed its sandbox"}
+                    judged[lost] = judge(tests[lost], {"status": "broken", "detail": "the program killed its sandbox"})
                 elif lost in retried:
                     raise SandboxUnavailable(f"the {self.name} sandbox died twice while running this submission")
                 retried.add(lost)
-        return facts
+        return judged

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 
 MAX_DEPTH = 100  # nesting of an encoded value
+ENCODED_DEPTH = 3 * MAX_DEPTH + 8  # its JSON: a dict is three levels ({"$d": [[k, v]]})
 BIG_INT_BITS = 4096  # larger ints travel as hex: str(int) is capped at 4300 digits
 
 
@@ -55,6 +56,21 @@ def encode(value, remote=None, depth=0):
     if remote is not None:
         return {"$r": remote(value)}
     raise Unserializable(kind.__name__)
+
+
+def too_deep(data, limit=ENCODED_DEPTH):
+    """Is this JSON data nested deeper than `limit`? Without recursion: what a program forged may be nested as deep
+    as a JSON parser allows, and the host's parser, deeper in its own stack, may refuse what S accepted."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        if type(value) is dict:
+            stack.extend((v, depth + 1) for v in value.values())
+        elif type(value) is list:
+            stack.extend((v, depth + 1) for v in value)
+    return False
 
 
 def decode(data, remote=None, depth=0):

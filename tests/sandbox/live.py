@@ -40,7 +40,8 @@ class LiveExecutor:
     def probe(self, program: str, *args: Any, **limits: Any) -> Any:
         """What `probe(*args)` returned in the sandbox (its facts, where it returned no plain value)."""
         test = CallTest("probe", args)
-        facts = self.call(self.executor._collect(program, (test,), Limits(**limits)))  # type: ignore[attr-defined]
+        collect = self.executor._collect(program, (test,), Limits(**limits), lambda _, facts: facts)  # type: ignore[attr-defined]
+        facts = self.call(collect)
         return decode(facts[0]["value"]) if "value" in facts[0] else facts[0]
 
     def status(self) -> dict[str, Any]:

@@ -277,7 +277,7 @@ def test_the_expected_answer_cannot_be_read_from_frames_memory_files_or_processe
     result = executor.run(SNOOP, secret, wall_s=60, cpu_s=60, memory_mb=1024)
     assert (result.score, verdicts(result)) == (0.0, [WA]), result
     if form == "call":
-        assert result.tests[0].detail == "returned -1"  # it searched (it found its own decoy) and found nothing
+        assert result.tests[0].detail == "returned -1, expected 123456789"  # it searched, found its decoy, no more
 
 
 def test_the_snooper_does_find_what_is_in_its_reach(executor: LiveExecutor) -> None:

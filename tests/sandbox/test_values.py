@@ -11,7 +11,7 @@ import socket
 import pytest
 
 from sandbox import AssertTest, CallTest, Limits, RunResult, RunVerdict, StdioTest, Test, TestOutcome, TestVerdict
-from sandbox.compare import json_equal, outcome, stdout_matches
+from sandbox.compare import BRIEF_CHARS, HIDDEN_OUTPUT, brief, json_equal, outcome, stdout_difference, stdout_matches
 from sandbox.executor import invalid_test
 from sandbox.runner import Malformed, Unserializable, decode, encode
 from sandbox.runner.tester import Conn, Remote, bind
@@ -123,6 +123,80 @@ def test_call_tolerance() -> None:
 )
 def test_stdout_comparison(stdout: str, expected: str, mode: str, match: bool) -> None:
     assert stdout_matches(stdout, StdioTest("", expected, mode=mode, tolerance=1e-6)) is match
+
+
+@pytest.mark.parametrize(
+    ("stdout", "expected", "mode", "detail"),
+    [
+        ("1 2 3", "1 2 4", "tokens", "differs at token 3 (line 1 of the output): expected '1 2 [4]', got '1 2 [3]'"),
+        ("a\nb c\nd e f g h", "a\nb c\nd X f g h i", "tokens",
+         "differs at token 5 (line 3 of the output): expected '... c d [X] f g ...', got '... c d [e] f g ...'"),
+        ("1 2", "1 2 3", "tokens",
+         "differs at token 3 (line 1 of the output): expected '1 2 [3]', got '1 2 [end of output]'"),
+        ("0.34 1", "0.33 1", "float",
+         "differs at token 1 (line 1 of the output): expected '[0.33] 1', got '[0.34] 1'"),
+        ("1 2\n", "1 2", "exact",
+         "differs at line 1, column 4 of the output: expected '1 2' (it ends there), got '1 2\\n'"),
+        ("x" * 50 + "\nab", "x" * 50 + "\naB", "exact",
+         f"differs at line 2, column 2 of the output: expected ...'{'x' * 22}\\naB', got ...'{'x' * 22}\\nab'"),
+        ("y" + "x" * 10**6, "z", "tokens",
+         f"differs at token 1 (line 1 of the output): expected '[z]', got '[y{'x' * 20}...]'"),
+    ],
+    ids=["tokens", "tokens-context", "tokens-short", "float", "exact-end", "exact-window", "tokens-huge"],
+)  # fmt: skip
+def test_a_wrong_output_says_where_it_first_differs(stdout: str, expected: str, mode: str, detail: str) -> None:
+    test = StdioTest("", expected, mode=mode)
+    assert stdout_difference(stdout, test) == detail
+    ok = {"status": "ok", "exited": True, "code": 0, "stdout": stdout}
+    assert outcome(test, ok, Limits()) == TestOutcome(TestVerdict.WRONG_ANSWER, detail)
+
+
+def test_a_hidden_test_never_shows_what_it_expects() -> None:
+    ok = {"status": "ok", "exited": True, "code": 0}
+    stdio = outcome(StdioTest("", "42", hidden=True), {**ok, "stdout": "41"}, Limits())
+    call = outcome(CallTest("f", expected=[7, 8], hidden=True), {**ok, "value": [7, 9]}, Limits())
+    failed = {"outcome": "failed", "detail": "AssertionError: f(3) should be [7, 8]"}
+    asserted = outcome(AssertTest("assert f(3) == [7, 8]", hidden=True), {**ok, "assert": failed}, Limits())
+    details = [stdio.detail, call.detail, asserted.detail]
+    assert details == [HIDDEN_OUTPUT, "returned [7, 9]", "AssertionError (hidden test)"]
+    shown = outcome(CallTest("f", expected=[7, 8]), {**ok, "value": [7, 9]}, Limits())
+    assert shown.detail == "returned [7, 9], expected [7, 8]"
+
+
+def nested(depth: int) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (10**5000, "<an int of 5001 digits>"),  # repr() raises past 4300 digits
+        (-(10**5000) + 1, "<an int of 5000 digits>"),
+        (1 << (4 << 20), "<an int of about 1262612 digits>"),  # the largest a value may carry: counted, not computed
+        ([10**4300, 1.5, None, (1,), {"k": {1, 2}}], "[<an int of 4301 digits>, 1.5, None, (1,), {'k': {1, 2}}]"),
+        (list(range(10**6)), "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, "
+         "24, 25, 26, 27, 28, 29, 30, 31..."),
+        ("x" * 10**7, "'" + "x" * 116 + "..."),
+        (nested(100), "[" * 100 + "1" + "]" * 16 + "..."),
+        (float("inf"), "inf"),
+        ((set(), frozenset(), (), b"\x00"), "(set(), frozenset(), (), b'\\x00')"),
+    ],
+    ids=["10**5000", "-10**5000", "4M-bits", "mixed", "million-items", "ten-million-chars", "deep", "inf", "empties"],
+)  # fmt: skip
+def test_a_value_in_a_detail_is_short_whatever_it_is(value: object, shown: str) -> None:
+    assert brief(value) == shown and len(shown) <= BRIEF_CHARS
+
+
+def test_a_call_returning_10_to_the_5000_is_a_wrong_answer_with_a_detail() -> None:
+    """repr(10**5000) raises ValueError: the detail once did, and its whole batch was a 500."""
+    ok = {"status": "ok", "exited": True, "code": 0, "value": encode(10**5000)}
+    assert outcome(CallTest("f", expected=1), ok, Limits()) == TestOutcome(
+        TestVerdict.WRONG_ANSWER, "returned <an int of 5001 digits>, expected 1"
+    )
+    assert outcome(CallTest("f", expected=10**5000), ok, Limits()).verdict == TestVerdict.PASSED
 
 
 def test_verdicts_come_from_facts_never_from_the_programs_exit_status_alone() -> None:

@@ -186,6 +186,12 @@ class Anything:
 def f(x):
     return Anything()
 """
+DEEP_VALUE = """
+import os, struct
+def f(x):  # a result frame of its own, on its socket to the runner: a value nested deeper than any encoding
+    data = b'{"value": ' + b'[' * 980 + b'42' + b']' * 980 + b'}'
+    os.write(3, struct.pack(">I", len(data)) + data)
+"""
 HOSTILE = {  # id -> (program, tests, timeout_s, per-test verdicts); every one scores 0
     "infinite-loop": ("def f(x):\n    while True:\n        pass\n", [FORMS["call"], FORMS["assert"]], 1, [TLE, TLE]),
     "fork-bomb": (FORK_BOMB, [FORMS["call"]], 2, [TLE]),
@@ -202,6 +208,7 @@ HOSTILE = {  # id -> (program, tests, timeout_s, per-test verdicts); every one s
         [RE, RE],
     ),
     "always-equal-object": (ALWAYS_EQUAL, [FORMS["assert"], FORMS["call"]], 5, [WA, WA]),
+    "value-nested-past-the-hosts-json-parser": (DEEP_VALUE, [FORMS["call"]], 5, [RE]),  # never a null
 }
 HONEST = [code_item(f"def f(x):\n    return {k} * x\n", call("f", 21, expected=21 * k)) for k in range(2, 6)]
 
