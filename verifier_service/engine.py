@@ -90,6 +90,7 @@ class _Chunk:
 class _Program:
     submission: Submission
     total: int
+    fenced: bool  # False: the whole answer, no code block (not compiling, it is prose: no_code)
     indexes: list[int] = field(default_factory=list)
 
 
@@ -273,9 +274,9 @@ class Engine:
         if program is None:
             batch.components[index]["code"] = no_code(total, "no program after the reasoning")
             return
-        key = f"{program}\0{spec.model_dump_json()}"
+        key = f"{program.fenced:d}{program.text}\0{spec.model_dump_json()}"
         if key not in batch.programs:
-            batch.programs[key] = _Program(submission(program, spec), total)
+            batch.programs[key] = _Program(submission(program.text, spec), total, program.fenced)
         batch.programs[key].indexes.append(index)
 
     async def _run_code(self, batch: _Batch, deadline: float) -> None:
@@ -286,7 +287,7 @@ class Engine:
         done = await _finished_by(runs, deadline)
         for run, program in zip(runs, programs, strict=True):
             if run in done:
-                component = code_component(run.result(), program.total)
+                component = code_component(run.result(), program.total, program.fenced)
             else:
                 late = self._deadline_exceeded()
                 component = ComponentResult(score=None, verdict=late.verdict.value, detail=late.detail)

@@ -205,6 +205,12 @@ class _TaggedTest(_Strict):
 
     model_config = ConfigDict(json_schema_extra=_tag_required)
 
+    hidden: StrictBool = Field(
+        False,
+        description="A failed test's detail quotes no expected output or value of it (for tests kept from the "
+        "model: a trainer that shows details to the model must not show it the answers).",
+    )
+
 
 class StdioTest(_TaggedTest):
     """stdin -> expected stdout; compared as whitespace-separated tokens unless `compare` says otherwise."""

@@ -265,6 +265,72 @@ def test_a_lone_surrogate_in_what_a_program_writes_costs_the_batch_nothing(servi
     assert details["returns"][0] == "AssertionError: \\udfff", details
 
 
+# ---------------------------------------------------------------- what a completion holds, what a failure says
+
+# Answers as models write them when they give no code block: prose (apostrophes open string literals that never
+# close), an explanation, a refusal, code in another language, and bare programs (which must still run).
+UNFENCED = {  # id -> (completion, verdict, score)
+    "prose-with-apostrophes": (
+        "<think>The list is sorted.</think>Here's how I'd do it: walk the list once, and keep the largest value "
+        "you've seen. That's O(n), which is what's needed.",
+        "no_code",
+        0.0,
+    ),
+    "explanation": ("To solve this, sort the array and take the middle element as the median.", "no_code", 0.0),
+    "refusal": ("I cannot write this function without more information about the input format.", "no_code", 0.0),
+    "another-language": ("```cpp\nint f(int x) { return 2 * x; }\n```", "no_code", 0.0),
+    "bare-program": ("def f(x):\n    return 2 * x\n", "passed", 1.0),
+    "bare-program-after-reasoning": ("<think>Double it.</think>\ndef f(x):\n    return x * 2", "passed", 1.0),
+    "bare-wrong-program": ("def f(x):\n    return x + 1\n", "failed", 0.0),
+    "fenced-program-with-a-syntax-error": ("```python\ndef f(x)\n    return 2 * x\n```", "compile_error", 0.0),
+}
+
+
+def test_an_answer_without_a_code_block_is_no_code_unless_it_is_a_program(service: Server) -> None:
+    """Taken whole, an answer with no code block is a program if it compiles; prose gets `no_code`, not the
+    compile error of its apostrophes; a fenced block that does not compile stays a `compile_error`."""
+    items = [{"id": k, "completion": text, "code": {"tests": [FORMS["call"]]}} for k, (text, *_) in UNFENCED.items()]
+    got = {r["id"]: r["components"]["code"] for r in results(service, items)}
+    assert {k: (c["verdict"], c["score"]) for k, c in got.items()} == {k: tuple(v[1:]) for k, v in UNFENCED.items()}
+    assert got["prose-with-apostrophes"]["detail"].startswith("no code block, and the answer is not a Python program")
+    assert "SyntaxError" in got["fenced-program-with-a-syntax-error"]["detail"]
+
+
+def test_a_wrong_answer_says_where_the_output_first_differs_unless_the_test_is_hidden(service: Server) -> None:
+    program = "n = int(input())\nprint(*range(n))\nprint('total', n * (n - 1) // 2 + 1)\n"
+    stdio = {"type": "stdio", "stdin": "6\n", "stdout": "0 1 2 3 4 5\ntotal 15\n"}
+    returns = "def f(x):\n    return [x] * 3\n"
+    [printed, returned] = results(
+        service,
+        [
+            code_item(program, stdio, {**stdio, "hidden": True}, {**stdio, "compare": "exact"}),
+            code_item(returns, call("f", 2, expected=[2, 2, 3]), {**call("f", 2, expected=[2, 2, 3]), "hidden": True}),
+        ],
+    )
+    assert [t["detail"] for t in printed["components"]["code"]["tests"]] == [
+        "differs at token 8 (line 2 of the output): expected '... 5 total [15]', got '... 5 total [16]'",
+        "output differs (hidden test: where is not said)",
+        "differs at line 2, column 8 of the output: "
+        "expected '0 1 2 3 4 5\\ntotal 15\\n', got '0 1 2 3 4 5\\ntotal 16\\n'",
+    ]
+    assert [t["detail"] for t in returned["components"]["code"]["tests"]] == [
+        "returned [2, 2, 2], expected [2, 2, 3]",
+        "returned [2, 2, 2]",
+    ]
+
+
+def test_a_call_returning_10_to_the_5000_is_a_wrong_answer_and_its_batch_is_scored(service: Server) -> None:
+    """repr(10**5000) raises in Python (past 4300 digits): the detail must not need it, or the batch is a 500."""
+    huge = "def f(x):\n    return 10 ** 5000\n"
+    large = "def f(x):\n    return 10 ** 4000\n"  # 4001 digits: JSON can carry it, as the expected value
+    items = [code_item(huge, FORMS["call"]), code_item(large, call("f", 21, expected=10**4000)), HONEST[0]]
+    response = httpx.post(f"{service.url}/v1/score", json={"items": items}, timeout=60)
+    assert response.status_code == 200, response.text
+    [wrong, right, honest] = response.json()["results"]
+    assert (wrong["reward"], verdicts(wrong), right["reward"], honest["reward"]) == (0.0, [WA], 1.0, 1.0)
+    assert wrong["components"]["code"]["tests"][0]["detail"] == "returned <an int of 5001 digits>, expected 42"
+
+
 # ---------------------------------------------------------------- batches, weights, broken tests
 
 ADD_TESTS = [call("add", 1, 2, expected=3), call("add", -1, 1, expected=0), call("add", 2, 2, expected=4)]

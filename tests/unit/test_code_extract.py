@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from verifier_service.scoring.code import extract_program, fenced_blocks
+from sandbox import RunResult, RunVerdict, TestOutcome, TestVerdict
+from verifier_service.scoring.code import Program, code_component, extract_program, fenced_blocks
 
 # The regex fenced_blocks replaced, as the oracle on small inputs: the same blocks, but quadratic in the number of
 # opening lines never closed. One fix: the fence is the opening line's whole run of ` or ~ (the old regex could
@@ -32,7 +33,7 @@ def test_a_megabyte_of_opening_lines_never_closed_is_read_in_one_pass() -> None:
     """The reference regex would take hours here, holding the service's event loop (a hang guard, not a timing)."""
     flood = "```python\n" * 100_000
     assert fenced_blocks(flood) == []
-    assert extract_program(flood) == flood  # no block: the whole answer is the program (it will not compile)
+    assert extract_program(flood) == Program(flood, fenced=False)  # no block: the whole answer (it will not compile)
     assert fenced_blocks(flood + "```") == [("python", flood[len("```python\n") :])]  # the first opening line
 
 
@@ -40,6 +41,16 @@ def test_the_last_python_block_after_the_reasoning_is_the_program() -> None:
     completion = (
         "<think>```python\nx = 1\n```</think>Try:\n```js\nf()\n```\n```py\nprint(2)\n```\n~~~text\nnot code\n~~~"
     )
-    assert extract_program(completion) == "print(2)\n"
-    assert extract_program("<think>plan</think>print(3)") == "print(3)"  # no fence: the whole answer
+    assert extract_program(completion) == Program("print(2)\n", fenced=True)
+    assert extract_program("<think>plan</think>print(3)") == Program("print(3)", fenced=False)  # the whole answer
     assert extract_program("<think>plan</think>```python\n```") is None  # an empty block: nothing to run
+
+
+def test_an_answer_taken_whole_that_does_not_compile_is_no_code_and_a_fenced_block_a_compile_error() -> None:
+    error = RunResult(RunVerdict.COMPILE_ERROR, detail="SyntaxError: unterminated string literal (main.py, line 1)")
+    prose, fenced = code_component(error, 2, fenced=False), code_component(error, 2, fenced=True)
+    assert (prose.verdict, prose.score, prose.passed, prose.total) == ("no_code", 0.0, 0, 2)
+    assert prose.detail == f"no code block, and the answer is not a Python program ({error.detail})"
+    assert (fenced.verdict, fenced.score, fenced.detail) == ("compile_error", 0.0, error.detail)
+    ran = code_component(RunResult(RunVerdict.OK, (TestOutcome(TestVerdict.PASSED),)), 1, fenced=False)
+    assert (ran.verdict, ran.score) == ("passed", 1.0)  # a bare program that compiles runs as any other

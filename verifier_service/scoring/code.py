@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from dataclasses import dataclass
 
 from sandbox import AssertTest, CallTest, Limits, RunResult, RunVerdict, StdioTest, Submission, Test
 from verifier_service.schema import AssertTest as AssertTestSpec  # the request's test models, named apart
@@ -26,18 +27,29 @@ _RUN_VERDICTS = {
 }
 
 
-def extract_program(completion: str, think_tag: str = "think") -> str | None:
+@dataclass(frozen=True)
+class Program:
+    """The program found in a completion; `fenced` False when the answer had no Python block and is taken whole."""
+
+    text: str
+    fenced: bool
+
+
+def extract_program(completion: str, think_tag: str = "think") -> Program | None:
     """The last fenced Python block after the reasoning, else the whole answer; None when there is none.
 
+    The whole answer is a program only if it compiles: the sandbox compiles it, and `code_component` turns its
+    compile error into `no_code` (an explanation in prose is no program; a bare program with no fence still runs).
+
     >>> extract_program("<think>```python\\nx = 1\\n```</think>Here:\\n```python\\nprint(2)\\n```\\nDone.")
-    'print(2)\\n'
+    Program(text='print(2)\\n', fenced=True)
     """
     region = final_answer_region(completion, think_tag)
     if region is None:
         return None
     blocks = [code for lang, code in fenced_blocks(region) if lang.lower() in _PYTHON_LANGS]
-    program = blocks[-1] if blocks else region
-    return program if program.strip() else None
+    program = Program(blocks[-1], True) if blocks else Program(region, False)
+    return program if program.text.strip() else None
 
 
 def fenced_blocks(text: str) -> list[tuple[str, str]]:
@@ -73,11 +85,12 @@ def fenced_blocks(text: str) -> list[tuple[str, str]]:
 
 def _test(spec: StdioSpec | CallTestSpec | AssertTestSpec) -> Test:
     if isinstance(spec, StdioSpec):
-        return StdioTest(stdin=spec.stdin, stdout=spec.stdout, mode=spec.compare, tolerance=spec.tolerance)
+        return StdioTest(stdin=spec.stdin, stdout=spec.stdout, mode=spec.compare, tolerance=spec.tolerance,
+                         hidden=spec.hidden)  # fmt: skip
     if isinstance(spec, AssertTestSpec):
-        return AssertTest(code=spec.code)
+        return AssertTest(code=spec.code, hidden=spec.hidden)
     return CallTest(fn=spec.fn, args=tuple(spec.args), kwargs=dict(spec.kwargs), expected=spec.expected,
-                    tolerance=spec.tolerance)  # fmt: skip
+                    tolerance=spec.tolerance, hidden=spec.hidden)  # fmt: skip
 
 
 def submission(program: str, spec: CodeSpec) -> Submission:
@@ -94,8 +107,11 @@ def submission(program: str, spec: CodeSpec) -> Submission:
     return Submission(program=program, tests=tuple(_test(t) for t in spec.tests), limits=limits)
 
 
-def code_component(result: RunResult, total: int) -> ComponentResult:
-    """Score = passed / total; compile errors and missing code score 0; an unjudgeable run is null."""
+def code_component(result: RunResult, total: int, fenced: bool = True) -> ComponentResult:
+    """Score = passed / total; compile errors and missing code score 0; an unjudgeable run is null. An answer with no
+    code block that does not compile is prose, not a program: `no_code`, not `compile_error`."""
+    if not fenced and result.verdict == RunVerdict.COMPILE_ERROR:
+        return no_code(total, f"no code block, and the answer is not a Python program ({result.detail})")
     score = result.score
     if result.verdict == RunVerdict.OK:
         verdict = Verdict.PASSED if result.passed == len(result.tests) else Verdict.FAILED
