@@ -29,6 +29,7 @@ from sandbox.executor import PooledExecutor
 log = logging.getLogger(__name__)
 
 POOL_LABEL = "verifier.sandbox.pool"
+ROLE_LABEL, ROLE = "verifier.role", "sandbox-run"
 STDOUT, STDERR = 1, 2
 IMAGE_POLL_S = 2.0  # while the image is missing: how often to look for it again
 MISSING_IMAGE = (
@@ -161,9 +162,10 @@ class DockerExecutor(PooledExecutor):
         uid = cfg.uid_base + slot  # its own uid: RLIMIT_NPROC counts per uid, across containers
         memory = f"{top.memory_mb + cfg.scratch_mb + 256}m"
         return {
+            "name": f"{cfg.pool_name}-sandbox-{slot}",  # by the service's container name (deploy/entrypoint.py)
             "command": ["--serve", "--scratch", "/tmp"],
             "user": f"{uid}:{cfg.uid_base}",
-            "labels": {POOL_LABEL: cfg.pool_name, "verifier.role": "sandbox-run"},
+            "labels": {POOL_LABEL: cfg.pool_name, ROLE_LABEL: ROLE},
             "network_mode": "none",
             "read_only": True,
             "tmpfs": {"/tmp": f"rw,nosuid,nodev,noexec,size={cfg.scratch_mb}m,nr_inodes=65536,mode=1777"},
@@ -185,9 +187,7 @@ class DockerExecutor(PooledExecutor):
 
     async def create_sandbox(self, slot: int) -> DockerSandbox:
         try:
-            container = await asyncio.to_thread(
-                self.client.containers.create, self.config.image, **self.container_options(slot)
-            )
+            container = await asyncio.to_thread(self._create_container, slot)
         except docker.errors.ImageNotFound:  # removed since start(): say how to build it again
             raise RuntimeError(MISSING_IMAGE.format(image=self.config.image)) from None
         sock: socket.socket | None = None
@@ -209,6 +209,21 @@ class DockerExecutor(PooledExecutor):
                 await asyncio.to_thread(container.remove, force=True)
             raise
         return DockerSandbox(slot, container, channel)
+
+    def _create_container(self, slot: int) -> Container:
+        """The slot's container, under its name. A container of this pool holding the name (one whose removal
+        failed, or a killed service's left since start-up) is removed first; one of another pool is left alone."""
+        options = self.container_options(slot)
+        try:
+            return self.client.containers.create(self.config.image, **options)
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409 Conflict: the name is taken
+                raise
+        holder = self.client.containers.get(options["name"])
+        if holder.labels.get(POOL_LABEL) != self.config.pool_name:
+            raise RuntimeError(f"a container named {options['name']} exists and is not of this sandbox pool")
+        holder.remove(force=True)
+        return self.client.containers.create(self.config.image, **options)
 
     def _attach(self, container: Container) -> socket.socket:
         """A plain socket attached to stdin/stdout/stderr, before the container starts (so no output is missed)."""

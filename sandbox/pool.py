@@ -53,9 +53,12 @@ class Pool:
         self._jobs: dict[int, int] = {}
         self._starting: set[int] = set()
         self._retiring: set[Sandbox] = set()  # retired, not yet destroyed
+        self._leased: set[Sandbox] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
-        self.replaced = 0
+        self.replaced = 0  # retired (misbehaved, left mid-job, or reached jobs_per_sandbox) and started anew
+        self.destroyed = 0  # gone: replaced, or at close
+        self.failed_starts = 0
         self.last_error: str | None = None
 
     async def start(self) -> None:
@@ -69,11 +72,13 @@ class Pool:
     async def lease(self) -> AsyncIterator[Sandbox]:
         """A sandbox for one submission. Left early (an error, a cancellation), it may be mid-job: it is replaced."""
         sandbox = await self._acquire()
+        self._leased.add(sandbox)
         keep = False
         try:
             yield sandbox
             keep = True
         finally:
+            self._leased.discard(sandbox)
             if self._up.get(sandbox.slot) is sandbox:  # else it was retired while leased
                 self._jobs[sandbox.slot] += 1
                 if keep and self._jobs[sandbox.slot] < self._max_jobs and not self._closed:
@@ -114,6 +119,7 @@ class Pool:
             try:
                 sandbox = await self._create(slot)
             except Exception as exc:
+                self.failed_starts += 1
                 self.last_error = f"cannot start a {self._name} sandbox: {exc}"
                 log.warning("%s%s", self.last_error, " (retrying)" if retry else "")
                 if not retry:
@@ -132,6 +138,7 @@ class Pool:
             return
 
     async def _destroy(self, sandbox: Sandbox) -> None:
+        self.destroyed += 1
         try:
             await sandbox.destroy()
         except Exception:
@@ -152,12 +159,16 @@ class Pool:
         await asyncio.gather(*(self._destroy(s) for s in sandboxes))
 
     def status(self) -> dict[str, Any]:
+        busy = [s for s in self._leased if self._up.get(s.slot) is s]  # not one retired while leased
         return {
             "ready": bool(self._up),
             "pool_size": self.size,
             "up": len(self._up),
-            "idle": self._idle.qsize(),
+            "idle": len(self._up) - len(busy),
+            "busy": len(busy),
             "starting": len(self._starting),
             "replaced": self.replaced,
+            "destroyed": self.destroyed,
+            "failed_starts": self.failed_starts,
             "last_error": self.last_error,
         }

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from verifier_service.schema import ItemResult
 
@@ -35,6 +36,8 @@ class Metrics:
         self.timeouts = Counter("verifier_math_timeouts", "Math items past their deadline", registry=r)
         self.worker_crashes = Counter("verifier_worker_crashes", "Workers that died under an item", registry=r)
         self.workers_alive = Gauge("verifier_workers_alive", "Math worker processes alive", registry=r)
+        self.sandbox = SandboxPoolCollector()
+        r.register(self.sandbox)
 
     def observe_results(self, results: list[ItemResult]) -> None:
         statuses = Tally(result.status for result in results)
@@ -43,6 +46,44 @@ class Metrics:
             self.items.labels(status=status).inc(count)
         for (name, verdict), count in verdicts.items():
             self.verdicts.labels(component=name, verdict=verdict).inc(count)
+
+
+# The sandbox pool's status() keys shown as gauges and counters, each labelled with the backend (local or docker).
+SANDBOX_GAUGES = {
+    "pool_size": "Sandboxes the pool keeps (VERIFIER_SANDBOX__POOL_SIZE)",
+    "up": "Sandboxes running, idle or busy",
+    "idle": "Sandboxes waiting for a program",
+    "busy": "Sandboxes running a program",
+    "starting": "Sandboxes starting (at start-up, or replacing one)",
+    "ready": "1 when the sandbox can run code",
+}
+SANDBOX_COUNTERS = {
+    "replaced": "Sandboxes retired (a program broke one, a job was left midway, or jobs_per_sandbox) and started anew",
+    "destroyed": "Sandboxes destroyed: replaced, or at shutdown",
+    "failed_starts": "Attempts to start a sandbox that failed",
+}
+
+
+class SandboxPoolCollector:
+    """The sandbox pool's gauges and counters, read from its status() at each scrape: nothing to keep in step.
+    `status` is set once the runtime exists (the app's lifespan); none while code scoring is off."""
+
+    def __init__(self) -> None:
+        self.status: Callable[[], dict[str, Any]] | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        status = self.status() if self.status is not None else {}
+        if not status.get("enabled", False):
+            return
+        backend = [str(status.get("backend"))]
+        for key, help_text in SANDBOX_GAUGES.items():
+            gauge = GaugeMetricFamily(f"verifier_sandbox_{key}", help_text, labels=["backend"])
+            gauge.add_metric(backend, float(status.get(key) or 0))
+            yield gauge
+        for key, help_text in SANDBOX_COUNTERS.items():
+            counter = CounterMetricFamily(f"verifier_sandbox_{key}", help_text, labels=["backend"])
+            counter.add_metric(backend, float(status.get(key) or 0))
+            yield counter
 
 
 class CountResponses:

@@ -202,5 +202,5 @@ async def readyz(request: Request) -> JSONResponse:
 )
 async def prometheus(metrics: MetricsDep) -> Response:
     """Prometheus text format: requests by HTTP status, items, verdicts per component, batch latency, math worker
-    restarts and timeouts, cache hits."""
+    restarts and timeouts, cache hits, and the sandbox pool (sandboxes up, idle, busy, starting, replaced)."""
     return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)

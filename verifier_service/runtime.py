@@ -74,6 +74,7 @@ class Runtime:
             self.executor = create_executor(settings.sandbox_backend, sandbox_config(settings))
         self.engine = Engine(settings, self.pool, self.metrics, self.executor)
         self._announcer: asyncio.Future[None] | None = None
+        self.metrics.sandbox.status = self.sandbox_status
 
     async def start(self) -> None:
         """Start the workers and the sandbox; if either cannot start, stop the other before raising."""

@@ -61,6 +61,8 @@ def test_containers_are_hardened(request: pytest.FixtureRequest, engine: docker.
             assert uid >= 10001 and config["Labels"][POOL_LABEL] == live.executor.config.pool_name  # type: ignore[attr-defined]
             uids.add(uid)
         assert len(uids) == 2  # a uid per container: process limits do not add up across containers
+        pool = live.executor.config.pool_name  # type: ignore[attr-defined]
+        assert sorted(c.name for c in found) == [f"{pool}-sandbox-0", f"{pool}-sandbox-1"]  # `docker ps` ties them
         assert live.run(*HONEST).score == 1.0
     finally:
         live.close()
@@ -80,6 +82,49 @@ def test_leftovers_of_a_crashed_service_are_removed_at_startup(
         assert len(ids) == 1 and not ids & {c.id for c in left}
     finally:
         live.close()
+
+
+def test_a_name_held_by_a_leftover_of_this_pool_is_taken_over_and_by_another_pool_is_left_alone(
+    request: pytest.FixtureRequest, engine: docker.DockerClient, docker_image: str
+) -> None:
+    """Sandbox i is named <pool>-sandbox-<i>. A container of this pool holding that name (its removal failed, say)
+    is removed when the slot's next sandbox starts; one of another pool is never touched: that slot cannot start."""
+    live = start_executor("docker", request, pool_size=1)
+    pool = live.executor.config.pool_name  # type: ignore[attr-defined]
+    stray = None
+    try:
+        (current,) = containers(engine, live)
+        current.rename(f"{pool}-renamed")  # the name is free again, for a leftover of this pool to take
+        stray = engine.containers.create(docker_image, ["--serve"], name=f"{pool}-sandbox-0", labels={POOL_LABEL: pool})
+        killer = "import os, signal\ndef f(x):\n    os.kill(os.getppid(), signal.SIGKILL)\n"
+        live.run(killer, HONEST[1])  # its sandbox is replaced: the replacement needs the name
+        assert live.run(*HONEST).score == 1.0
+        (replacement,) = containers(engine, live)
+        assert replacement.name == f"{pool}-sandbox-0" and replacement.id not in (current.id, stray.id)
+        stray = None
+    finally:
+        live.close()
+        if stray is not None:
+            stray.remove(force=True)
+    other = engine.containers.create(docker_image, ["--serve"], name=f"{pool}-sandbox-0", labels={POOL_LABEL: "x"})
+    try:
+        blocked = start_executor_unready(request, pool_name=pool)
+        try:
+            assert f"a container named {pool}-sandbox-0 exists and is not of this sandbox pool" in str(
+                blocked.status()["last_error"]
+            )
+            other.reload()
+            assert other.status == "created"  # still there, untouched
+        finally:
+            blocked.close()
+    finally:
+        other.remove(force=True)
+
+
+def start_executor_unready(request: pytest.FixtureRequest, **config: Any) -> LiveExecutor:
+    """A started docker executor that may not be ready (start_executor insists that it is)."""
+    image = request.getfixturevalue("docker_image")
+    return LiveExecutor(DockerExecutor(SandboxConfig(pool_size=1, image=image, **config)))
 
 
 def test_a_container_that_misbehaved_is_replaced(request: pytest.FixtureRequest, engine: docker.DockerClient) -> None:

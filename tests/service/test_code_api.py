@@ -10,9 +10,11 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -427,6 +429,45 @@ def test_a_malformed_test_is_a_422(service: Server, test: dict[str, Any], needle
     response = httpx.post(f"{service.url}/v1/score", json={"items": [code_item(ADD, test)]}, timeout=30)
     assert response.status_code == 422, response.text
     assert needle in response.json()["detail"] and "def add" not in response.text
+
+
+# ---------------------------------------------------------------- what an operator sees of the sandbox pool
+
+
+def sandbox_metrics(server: Server) -> dict[str, float]:
+    """The sandbox pool's gauges and counters from /metrics, by name: {"up": 2.0, "replaced_total": 1.0, ...}."""
+    text = httpx.get(f"{server.url}/metrics", timeout=10).text
+    pattern = r'^verifier_sandbox_(\w+)\{backend="(\w+)"\} (\S+)$'
+    return {m[1]: float(m[3]) for m in re.finditer(pattern, text, re.M) if m[2] == sandbox_status(server)["backend"]}
+
+
+def wait_for(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+KILLS_ITS_SANDBOX = "import os, signal\ndef f(x):\n    os.kill(os.getppid(), signal.SIGKILL)\n    return 2 * x\n"
+
+
+def test_metrics_show_the_sandbox_pool_busy_idle_and_replaced(service: Server) -> None:
+    before = sandbox_metrics(service)
+    assert {k: before[k] for k in ("pool_size", "up", "idle", "busy", "starting", "ready")} == {
+        "pool_size": 2.0, "up": 2.0, "idle": 2.0, "busy": 0.0, "starting": 0.0, "ready": 1.0
+    }  # fmt: skip
+    sleeper = code_item("import time\ndef f(x):\n    time.sleep(8)\n    return 2 * x\n", FORMS["call"], timeout_s=20)
+    with ThreadPoolExecutor(1) as background:
+        slow = background.submit(results, service, [sleeper])
+        busy_one = {"up": 2.0, "busy": 1.0, "idle": 1.0}
+        wait_for(lambda: busy_one.items() <= sandbox_metrics(service).items(), 8, "never one busy and one idle")
+        assert slow.result()[0]["reward"] == 1.0
+    results(service, [code_item(KILLS_ITS_SANDBOX, FORMS["call"])])  # its sandbox is broken: replaced
+    wait_for(lambda: sandbox_metrics(service)["up"] == 2.0, 60, "the broken sandbox was not replaced")
+    after = sandbox_metrics(service)
+    assert after["replaced_total"] >= before["replaced_total"] + 1
+    assert after["destroyed_total"] >= before["destroyed_total"] + 1
+    assert (after["busy"], after["idle"]) == (0.0, 2.0)
 
 
 # ---------------------------------------------------------------- a sandbox that cannot run
