@@ -11,8 +11,10 @@ Then, unless VERIFIER_SANDBOX__POOL_NAME is set, it names the sandbox pool after
 `verifier-<container id>`. The name labels the sandbox containers this replica starts, and the service removes
 the containers of its own name at startup and shutdown; so replicas of one project never remove each other's
 sandboxes, a restarted or recreated replica removes what its killed predecessor left, and `make down` finds every
-sandbox of a project by the name. Each replica also gets its own range of sandbox uids (VERIFIER_SANDBOX__UID_BASE):
-process limits count per uid across all containers on a host.
+sandbox of a project by the name (its sandbox containers are named `<pool name>-sandbox-<i>`). Each replica also gets
+its own range of sandbox uids (VERIFIER_SANDBOX__UID_BASE): process limits count per uid across all containers on a
+host. Replicas of two projects on one engine get the same numbers: the service moves past a range that another
+pool's running sandboxes use (sandbox/uids.py).
 
 Stdlib plus the `docker` SDK of the service's venv; run with `python -I`.
 """

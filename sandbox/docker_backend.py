@@ -156,15 +156,29 @@ class DockerExecutor(PooledExecutor):
                 container.remove(force=True)
         return len(found)
 
+    def uids_seen_in_use(self) -> dict[int, str]:
+        """The uids the engine's running sandbox containers of other pools run as (other services' sandboxes, whose
+        processes a service in a container of its own cannot see in /proc)."""
+        found = self.client.containers.list(all=True, filters={"label": f"{ROLE_LABEL}={ROLE}"}, ignore_removed=True)
+        seen: dict[int, str] = {}
+        for container in found:
+            if container.status in ("exited", "dead"):  # no process left to count
+                continue
+            pool = container.labels.get(POOL_LABEL)
+            uid = str(container.attrs.get("Config", {}).get("User") or "").split(":")[0]
+            if pool != self.config.pool_name and uid.isdigit():
+                seen[int(uid)] = f"sandbox container {container.name} (pool {pool})"
+        return seen
+
     def container_options(self, slot: int) -> dict[str, Any]:
         """How each container is hardened (also what the tests inspect)."""
         cfg, top = self.config, self.config.max_limits
-        uid = cfg.uid_base + slot  # its own uid: RLIMIT_NPROC counts per uid, across containers
+        uid = self.uid(slot)  # its own uid: RLIMIT_NPROC counts per uid, across containers
         memory = f"{top.memory_mb + cfg.scratch_mb + 256}m"
         return {
             "name": f"{cfg.pool_name}-sandbox-{slot}",  # by the service's container name (deploy/entrypoint.py)
             "command": ["--serve", "--scratch", "/tmp"],
-            "user": f"{uid}:{cfg.uid_base}",
+            "user": f"{uid}:{self.uid(0)}",
             "labels": {POOL_LABEL: cfg.pool_name, ROLE_LABEL: ROLE},
             "network_mode": "none",
             "read_only": True,

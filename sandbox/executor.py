@@ -30,6 +30,8 @@ from sandbox.api import (
 from sandbox.compare import CannotJudge, outcome
 from sandbox.pool import Channel, Pool, Sandbox, SandboxUnavailable
 from sandbox.runner import KILL_TIMEOUT_S, Unserializable, encode
+from sandbox.uids import UidRange, UidsInUse
+from sandbox.uids import claim as claim_uids
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -163,20 +165,50 @@ class PooledExecutor:
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = config or SandboxConfig()
         self.pool = Pool(self.create_sandbox, self.config.pool_size, self.config.jobs_per_sandbox, self.name)
+        self.uids: UidRange | None = None  # claimed at start, where sandboxes run as uids of their own
         self._job_ids = itertools.count(1)
         self._cleaning: weakref.WeakKeyDictionary[Sandbox, int] = weakref.WeakKeyDictionary()  # its last job
 
     async def create_sandbox(self, slot: int) -> Sandbox:
         raise NotImplementedError
 
+    def needs_uids(self) -> bool:
+        """Do the sandboxes run as uids of their own (uid_base + slot)? Then a range is claimed (sandbox/uids.py)."""
+        return True
+
+    def uids_seen_in_use(self) -> dict[int, str]:
+        """uid -> who runs as it, as far as the backend sees beyond this host's processes (Docker: its engine)."""
+        return {}
+
+    def uid(self, slot: int) -> int:
+        return (self.uids.first if self.uids is not None else self.config.uid_base) + slot
+
     async def start(self) -> None:
+        if self.needs_uids() and self.uids is None:
+            try:
+                self.uids = await asyncio.to_thread(self._claim_uids)
+            except UidsInUse as exc:
+                self.pool.last_error = str(exc)
+                log.error("%s", exc)
+                return
         await self.pool.start()
+
+    def _claim_uids(self) -> UidRange:
+        seen = self.uids_seen_in_use()
+
+        def in_use(uids: range) -> str | None:
+            return next((f"{seen[uid]} runs as uid {uid}" for uid in uids if uid in seen), None)
+
+        return claim_uids(self.config.uid_base, self.config.pool_size, in_use)
 
     async def close(self) -> None:
         await self.pool.close()
+        if self.uids is not None:
+            self.uids.release()
+            self.uids = None
 
     def status(self) -> dict[str, Any]:
-        return {"backend": self.name, **self.pool.status()}
+        return {"backend": self.name, **self.pool.status(), "uids": None if self.uids is None else str(self.uids)}
 
     async def run(self, submission: Submission) -> RunResult:
         if not submission.program.strip():

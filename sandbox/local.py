@@ -126,8 +126,11 @@ class LocalExecutor(PooledExecutor):
     def _root(self) -> bool:
         return os.geteuid() == 0
 
+    def needs_uids(self) -> bool:
+        return self._root  # not root: the sandboxes run as the service's own uid
+
     def _uid(self, slot: int) -> int | None:
-        return self.config.uid_base + slot if self._root else None
+        return self.uid(slot) if self._root else None
 
     async def start(self) -> None:
         try:

@@ -127,6 +127,22 @@ def start_executor_unready(request: pytest.FixtureRequest, **config: Any) -> Liv
     return LiveExecutor(DockerExecutor(SandboxConfig(pool_size=1, image=image, **config)))
 
 
+def test_the_engine_shows_which_uids_the_sandboxes_of_other_pools_run_as(
+    request: pytest.FixtureRequest, engine: docker.DockerClient
+) -> None:
+    """What a service in a container of its own cannot see in /proc or /tmp: another service's sandboxes."""
+    live = start_executor("docker", request, pool_size=1)
+    pool = live.executor.config.pool_name  # type: ignore[attr-defined]
+    try:
+        uid = live.executor.uid(0)  # type: ignore[attr-defined]
+        other = DockerExecutor(SandboxConfig(pool_name=f"{pool}-other"), client=engine)
+        assert other.uids_seen_in_use()[uid] == f"sandbox container {pool}-sandbox-0 (pool {pool})"
+        same = DockerExecutor(SandboxConfig(pool_name=pool), client=engine)
+        assert uid not in same.uids_seen_in_use()  # its own pool's: leftovers, removed at its start
+    finally:
+        live.close()
+
+
 def test_a_container_that_misbehaved_is_replaced(request: pytest.FixtureRequest, engine: docker.DockerClient) -> None:
     live = start_executor("docker", request, pool_size=1)
     try:

@@ -470,6 +470,48 @@ def test_metrics_show_the_sandbox_pool_busy_idle_and_replaced(service: Server) -
     assert (after["busy"], after["idle"]) == (0.0, 2.0)
 
 
+POOL_OF_WORKERS = """
+import multiprocessing
+def double(x):
+    return 2 * x
+def f(x):
+    with multiprocessing.Pool(2) as pool:
+        return sum(pool.map(double, [x, 0]))
+"""
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_two_services_told_the_same_sandbox_uids_run_apart(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Per-uid process limits count across the host: with one range, a fork bomb in one service failed an honest
+    program in the other, 3 times of 3 (on Docker, or rlimits only: a bubblewrap jail's user namespace counts its
+    own processes, on Linux 5.14 or later). The second service to start moves to the next free block."""
+    if backend == "local" and os.geteuid() != 0:
+        pytest.skip("the local backend runs programs as uids of their own only as root")
+    base = 1_600_000_000 + (os.getpid() % 1000) * 4 * 256  # far from any other test's sandbox uids
+    settings: dict[str, object] = {"sandbox_backend": backend, "sandbox__pool_size": 1, "sandbox__uid_base": base}
+    if backend == "docker":
+        settings["sandbox__image"] = request.getfixturevalue("docker_image")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with (
+        running_server(tmp_path / "a", sandbox__pool_name=pool_name(), **settings) as first,
+        running_server(tmp_path / "b", sandbox__pool_name=pool_name(), **settings) as second,
+    ):
+        assert [sandbox_status(s)["uids"] for s in (first, second)] == [f"{base}-{base}", f"{base + 256}-{base + 256}"]
+        assert f"sandbox uids {base}-{base} are in use" in second.output()
+        for _ in range(3):
+            with ThreadPoolExecutor(1) as background:
+                bomb = background.submit(results, first, [code_item(FORK_BOMB, FORMS["call"], timeout_s=5)])
+                wait_for(lambda: sandbox_metrics(first)["busy"] == 1.0, 30, "the fork bomb never started")
+                time.sleep(1)  # for it to reach its process limit
+                [honest] = results(second, [code_item(POOL_OF_WORKERS, FORMS["call"])])
+                assert honest["reward"] == 1.0, honest
+                assert bomb.result()[0]["reward"] == 0.0
+
+
 # ---------------------------------------------------------------- a sandbox that cannot run
 
 
