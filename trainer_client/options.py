@@ -7,6 +7,7 @@ from the dataset row (`ROW_FIELDS`: a gold answer, code tests, option texts).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, get_args
 
@@ -33,6 +34,27 @@ PLACEHOLDER_ROWS: dict[str, dict[str, Any]] = {
 Options = dict[str, dict[str, Any]]  # component -> option name -> value
 
 
+def check_components(components: Sequence[str]) -> None:
+    """A ValueError naming the first name that is not a component, with the closest real one: a typo fails here, before
+    anything looks a name up or sends it.
+
+    >>> check_components(["math", "fromat"])
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown component 'fromat'; did you mean 'format'? Components: math, code, choice, answer, format, \
+overlong, length, repetition
+    """
+    for name in components:
+        if name not in SPECS:
+            raise ValueError(f"unknown component {name!r}{closest_component(name)} Components: {', '.join(SPECS)}")
+
+
+def closest_component(name: object) -> str:
+    """The hint for a name that is not a component: "; did you mean 'x'?" for the closest one, else ";"."""
+    close = difflib.get_close_matches(str(name), list(SPECS), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ";"
+
+
 def option_names(component: str) -> list[str]:
     """The options a component takes (its spec fields less the row's).
 
@@ -56,6 +78,7 @@ def gather_options(
     >>> gather_options(["overlong"], None, {"max_tokens": 1024})
     {'overlong': {'max_tokens': 1024}}
     """
+    check_components(components)
     given = [(name, _as_dict(name, values)) for name, values in (options or {}).items()]
     if keywords:
         if len(components) != 1:
@@ -99,7 +122,9 @@ def legacy_options(
 
 def _merge(gathered: Options, name: str, values: Mapping[str, Any]) -> None:
     if name not in SPECS:
-        raise ValueError(f"options name {name!r}, which is not a component; components: {', '.join(SPECS)}")
+        raise ValueError(
+            f"options name {name!r}, which is not a component{closest_component(name)} Components: {', '.join(SPECS)}"
+        )
     twice = sorted(set(values) & set(gathered.get(name, {})))
     if twice:
         raise ValueError(f"{name} option {', '.join(twice)} given twice (as keywords, in options= or *_options=)")

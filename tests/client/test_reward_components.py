@@ -12,7 +12,7 @@ import pytest
 
 from tests.client.fakes import UNJUDGEABLE, FakeVerifier
 from tests.client.test_rewards import Recorder, Reward, call, make_reward
-from trainer_client import AsyncVerifierReward, VerifierReward
+from trainer_client import AsyncVerifierReward, VerifierReward, VerifierRewards
 from trainer_client.metrics import VERDICTS
 from trainer_client.reward_core import DEFAULT_NAMES
 from verifier_service.schema import COMPONENTS, FormatOptions, MathOptions, OverlongSpec, RepetitionSpec, ScoreItem
@@ -187,7 +187,8 @@ BAD_OPTIONS: list[tuple[tuple[Any, ...], dict[str, Any], str]] = [
     (("choice",), {"gold": "A"}, r"choice\.gold comes from the dataset"),
     (("math", "format"), {"n": 3}, r"need a reward with one component; with several, pass options="),
     (("math",), {"options": {"overlong": {"max_tokens": 8}}}, r"options name components this reward does not send"),
-    (("math",), {"options": {"overlng": {}}}, r"options name 'overlng', which is not a component"),
+    (("math",), {"options": {"overlng": {}}}, r"options name 'overlng', which is not a component; did you mean "
+     r"'overlong'\? Components: math, code"),
     (("format",), {"prefilled": True, "format_options": FormatOptions(prefilled=False)}, r"prefilled given twice"),
     (("math", "choice", "length"), {"options": {"length": {"max_tokens": 8}}}, r"needs correct_from to name one"),
 ]  # fmt: skip
@@ -201,6 +202,26 @@ def test_bad_options_fail_when_the_reward_is_made(
     components = args[0] if len(args) == 1 else list(args)
     with pytest.raises((ValueError, TypeError), match=message):
         kind(components, **kwargs)
+
+
+MISSPELLED: list[tuple[Any, str]] = [
+    ("maths", r"^unknown component 'maths'; did you mean 'math'\? Components: math, code, choice, answer, format, "),
+    (["math", "fromat"], r"^unknown component 'fromat'; did you mean 'format'\?"),
+    (["overlong", "lenght"], r"^unknown component 'lenght'; did you mean 'length'\?"),
+    (["math", "zzz"], r"^unknown component 'zzz'; Components: math,"),  # nothing close: the list alone
+]
+
+
+@pytest.mark.parametrize(("components", "message"), MISSPELLED)
+@pytest.mark.parametrize("kind", [VerifierReward, AsyncVerifierReward, VerifierRewards])
+def test_a_misspelled_component_is_a_value_error_with_the_closest_name(
+    kind: Any, components: Any, message: str
+) -> None:
+    """Not a KeyError from deep inside the option gathering: the name, the closest component, before anything is
+    sent (no transport: a request would fail)."""
+    names = [components] if kind is VerifierRewards and isinstance(components, str) else components
+    with pytest.raises(ValueError, match=message):
+        kind(names, base_url="http://127.0.0.1:9", max_consecutive_failures=None)
 
 
 # --------------------------------------------------------------------------- length and its correctness component

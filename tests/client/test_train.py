@@ -456,6 +456,19 @@ def test_bad_reward_options_stop_the_script_before_it_waits_for_the_verifier(
         train_module.main(script, training, None)
 
 
+@pytest.mark.filterwarnings(TRL_DEPRECATION)
+def test_a_misspelled_component_stops_the_script_with_the_closest_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trainer_client.train as train_module
+
+    monkeypatch.setattr(train_module, "check_verifier", lambda *args: pytest.fail("the verifier was checked"))
+    script, training = parse(tmp_path, "--reward_components", "maths", "format")
+    message = r"^error: --reward_components / --reward_options: unknown component 'maths'; did you mean 'math'\?"
+    with pytest.raises(SystemExit, match=message):
+        train_module.main(script, training, None)
+
+
 def test_the_script_fails_fast_when_the_verifier_is_not_there(tmp_path: Path) -> None:
     # Default waiting settings: nothing listening ends the run after --verifier_connect_grace (20 s), well inside
     # this timeout; --verifier_ready_timeout (300 s) is for a verifier that answers but is still starting.
