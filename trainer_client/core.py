@@ -29,14 +29,24 @@ READY_PATH = "/readyz"
 COOLDOWN_S = 5.0  # a URL that just failed is passed over this long while another one is there
 
 
-def parse_urls(base_url: str | Sequence[str]) -> tuple[str, ...]:
-    """The verifier URLs: one, a comma-separated list of them, or a sequence; without trailing slashes.
+def base_of(url: str) -> str:
+    """A verifier's base URL as given, or given with the score route: without surrounding spaces, trailing slashes
+    or a final `/v1/score` (the route is what a user copies from the docs; the clients add it themselves).
 
-    >>> parse_urls("http://a:8088/, http://b:8088")
+    >>> base_of(" http://a:8088/ "), base_of("http://a:8088/v1/score/")
+    ('http://a:8088', 'http://a:8088')
+    """
+    return url.strip().rstrip("/").removesuffix(SCORE_PATH).rstrip("/")
+
+
+def parse_urls(base_url: str | Sequence[str]) -> tuple[str, ...]:
+    """The verifier URLs (`base_of` each): one, a comma-separated list of them, or a sequence.
+
+    >>> parse_urls("http://a:8088/, http://b:8088/v1/score")
     ('http://a:8088', 'http://b:8088')
     """
     parts = base_url.split(",") if isinstance(base_url, str) else list(base_url)
-    urls = tuple(url.strip().rstrip("/") for url in parts if url.strip())
+    urls = tuple(base_of(url) for url in parts if base_of(url))
     if not urls:
         raise ValueError(f"no verifier URL in {base_url!r}")
     return urls

@@ -61,6 +61,28 @@ def test_async_client_chunks_a_big_batch_against_the_real_server(server: Server)
     assert asyncio.run(run()) == [1.0 if i % 2 == 0 else 0.0 for i in range(700)]
 
 
+@pytest.mark.parametrize("suffix", ["/v1/score", "/v1/score/", "/"])
+def test_a_url_given_with_the_score_route_or_a_slash_is_its_base(server: Server, suffix: str) -> None:
+    """What a user copies from the docs: the clients and rewards add the route themselves, once."""
+    url = server.url + suffix
+    item = ScoreItem(completion="The answer is 4.", math=MathSpec(gold="4"))
+    with VerifierClient(url) as client:
+        client.wait_until_ready(30)
+        assert client.core.score_url == server.url + "/v1/score"
+        assert [r.reward for r in client.score([item])] == [1.0]
+
+    async def run() -> list[float | None]:
+        async with AsyncVerifierClient(url) as client:
+            await client.wait_until_ready(30)
+            return [r.reward for r in await client.score([item])]
+
+    assert asyncio.run(run()) == [1.0]
+    for kind in (VerifierReward, AsyncVerifierReward):
+        reward = kind("math", base_url=url)
+        got = reward(prompts=["Q"], completions=["The answer is 4."], solution=["4"])
+        assert (asyncio.run(got) if asyncio.iscoroutine(got) else got) == [1.0]
+
+
 def test_reward_functions_against_the_real_server(server: Server) -> None:
     completions = [
         [{"role": "assistant", "content": "<think>6*7=42</think>The answer is 42."}],

@@ -76,6 +76,7 @@ def all_right(results: list[ItemResult], n: int) -> bool:
 def test_urls_come_as_a_list_or_a_comma_separated_string() -> None:
     assert parse_urls([A + "/", B]) == parse_urls(f" {A}, {B}/ ") == (A, B)
     assert parse_urls(A) == (A,)
+    assert parse_urls(f"{A}/v1/score, {B}/v1/score/") == (A, B)  # the route, as copied from the docs, is dropped
     with pytest.raises(ValueError, match="no verifier URL"):
         parse_urls(" , ")
     assert ClientCore(f"{A},{B}", None, FAST).urls == (A, B)

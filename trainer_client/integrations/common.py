@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from trainer_client.config import API_KEY_ENV, DEFAULT_URL, ClientConfig, api_key_or_env
+from trainer_client.core import base_of
 from trainer_client.errors import VerifierUnjudgedError
 from trainer_client.inputs import valid_unicode
 from trainer_client.integrations.ground_truth import component_for, plain, row_specs, specs_from_ground_truth
@@ -44,8 +45,7 @@ def base_url(url: str | None) -> str:
     >>> base_url("http://verifier:8088/v1/score/")
     'http://verifier:8088'
     """
-    chosen = (url or os.environ.get(URL_ENV) or DEFAULT_URL).strip().rstrip("/")
-    return chosen.removesuffix("/v1/score")
+    return base_of(url or os.environ.get(URL_ENV) or DEFAULT_URL)
 
 
 def adapter_config(kwargs: Mapping[str, Any], caller: str) -> AdapterConfig:
