@@ -29,7 +29,8 @@ def parser() -> argparse.ArgumentParser:
         help="score a JSONL file of items in this process",
         description="Score a JSONL file of items (one wire-format item per line) with no server; write one result "
         "per item, in order, as JSONL; print a summary of the verdicts to stderr.",
-        epilog=EPILOG + " Exit status: 0, or 1 when some line was not a valid item.",
+        epilog=EPILOG + " Exit status: 0, or 1 when some line was not a valid item or could not be scored (each such "
+        "line gets an error line in its place; the rest are scored).",
     )
     score.add_argument("file", help="the items, one JSON object per line; - for stdin")
     score.add_argument("-o", "--output", default="-", help="where the results go (default: stdout)")
@@ -57,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         summary = asyncio.run(run)
     except OSError as exc:
         raise SystemExit(f"reward-verifier: {exc}") from None
-    return 1 if summary.invalid else 0
+    return 1 if summary.invalid or summary.failed else 0
 
 
 def settings_or_exit(overrides: dict[str, object]) -> VerifierSettings:

@@ -2,12 +2,14 @@
 
 Each non-blank input line is one item of the wire format (a `ScoreItem`); each gives one output line, an
 `ItemResult` in the same order. A line that is not a valid item gives a result with `status: "error"`, no components
-and an `error` naming the line and the field (never its value); the other lines are scored all the same.
+and an `error` naming the line and the field (never its value); so does a line the verifier fails on (an internal
+error, logged): whatever a line holds, it costs that line, and the other lines are scored all the same.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 import sys
@@ -25,6 +27,20 @@ from verifier_service.runtime import item_problem
 from verifier_service.schema import ItemResult, ScoreItem
 from verifier_service.settings import VerifierSettings
 
+log = logging.getLogger("verifier_service.score_file")
+# A line that holds no `completion` and is not an item at all: most likely a dataset row piped in as it is.
+DATASET_ROW_HINT = (
+    " (this line looks like a dataset row, not an item: an item is a completion to score and what to score it "
+    'against, such as {"completion": "<the model\'s output>", "math": {"gold": "72"}}. To check a dataset\'s gold '
+    "answers and which columns the training script reads, run `python -m trainer_client.train --check_data true "
+    "--dataset_name FILE ...` (README, 'Check a dataset before training'))"
+)
+# `answer` is a component, not a dataset's answer column (GSM8K's holds a whole solution).
+ANSWER_COLUMN_HINT = (
+    ' (`answer` is the short-answer component, an object such as {"gold": "Paris"}, not a dataset\'s answer '
+    'column: a GSM8K solution\'s final number goes in {"math": {"gold": "72"}})'
+)
+
 
 @dataclass
 class Summary:
@@ -33,6 +49,7 @@ class Summary:
     statuses: Counter[str] = field(default_factory=Counter)
     verdicts: Counter[tuple[str, str]] = field(default_factory=Counter)
     invalid: int = 0
+    failed: int = 0  # valid items the verifier failed on (an internal error)
     reward_sum: float = 0.0
     rewarded: int = 0
 
@@ -45,8 +62,9 @@ class Summary:
     def lines(self) -> list[str]:
         total = sum(self.statuses.values())
         mean = f"{self.reward_sum / self.rewarded:.4g}" if self.rewarded else "n/a"
+        failed = f", {self.failed} failed" if self.failed else ""
         out = [f"{total} items: {self.statuses['ok']} ok, {self.statuses['error']} error "
-               f"({self.invalid} invalid lines); mean reward {mean}"]  # fmt: skip
+               f"({self.invalid} invalid lines{failed}); mean reward {mean}"]  # fmt: skip
         for component in sorted({name for name, _ in self.verdicts}):
             counts = sorted((-n, v) for (c, v), n in self.verdicts.items() if c == component)  # most first
             out.append(f"  {component}: " + ", ".join(f"{verdict} {-n}" for n, verdict in counts))
@@ -86,6 +104,7 @@ class Progress:
 class Line:
     """One input line: the item, or why it is not one (and its id, if it has a readable one)."""
 
+    number: int
     item: ScoreItem | None
     id: str | None = None
     error: str | None = None
@@ -98,21 +117,44 @@ def read_items(lines: Iterable[bytes], settings: VerifierSettings) -> Iterator[L
         if not text.strip():
             continue
         try:
-            item = ScoreItem.model_validate_json(text)
-        except ValidationError as exc:
-            error = summarize(exc.errors(include_input=False), ScoreItem, f"line {number}")
-            yield Line(None, _readable_id(text), error)
-            continue
-        problem = item_problem(item, settings)
-        yield Line(item) if problem is None else Line(None, item.id, f"line {number}.{problem[0]}: {problem[1]}")
+            line = read_line(number, text, settings)
+        except Exception as exc:  # whatever a line holds, it costs that line, never the run
+            log.warning("line %d could not be read (%s)", number, type(exc).__name__)
+            log.debug("line %d could not be read", number, exc_info=True)
+            line = Line(number, None, None, f"line {number}: could not be read as an item")
+        yield line
 
 
-def _readable_id(text: bytes) -> str | None:
+def read_line(number: int, text: bytes, settings: VerifierSettings) -> Line:
     try:
-        found = json.loads(text).get("id")
-    except (ValueError, AttributeError):
+        item = ScoreItem.model_validate_json(text)
+    except ValidationError as exc:
+        errors = exc.errors(include_input=False)
+        decoded = _decoded(text)
+        error = summarize(errors, ScoreItem, f"line {number}") + _hint(decoded, errors)
+        found = decoded.get("id") if isinstance(decoded, dict) else None
+        return Line(number, None, found if isinstance(found, str) and len(found) <= 256 else None, error)
+    problem = item_problem(item, settings)
+    if problem is None:
+        return Line(number, item)
+    return Line(number, None, item.id, f"line {number}.{problem[0]}: {problem[1]}")
+
+
+def _decoded(text: bytes) -> Any:
+    """The line as JSON, when the standard parser can read it (not nested past its recursion limit), else None."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
         return None
-    return found if isinstance(found, str) and len(found) <= 256 else None
+
+
+def _hint(decoded: Any, errors: Iterable[Any]) -> str:
+    """What a line that is not an item most likely is: a dataset row, or a dataset's answer column as `answer`."""
+    if isinstance(decoded, dict) and "completion" not in decoded:
+        return DATASET_ROW_HINT
+    if any(tuple(e["loc"]) == ("answer",) and e["type"] == "model_type" for e in errors):
+        return ANSWER_COLUMN_HINT
+    return ""
 
 
 async def score_lines(
@@ -123,24 +165,26 @@ async def score_lines(
     chunk: list[Line] = []
 
     async def flush() -> None:
-        items = [line.item for line in chunk if line.item is not None]
-        scored = iter(await verifier.score(items) if items else [])
+        scored = iter(await score_chunk(verifier, [line for line in chunk if line.item is not None]))
         for line in chunk:
-            if line.item is not None:
-                result = next(scored)
+            result = next(scored) if line.item is not None else line
+            if isinstance(result, ItemResult):
                 summary.add(result)
                 out.write(result.model_dump_json() + "\n")
-            else:
-                summary.statuses["error"] += 1
+                continue
+            summary.statuses["error"] += 1
+            if line.item is None:
                 summary.invalid += 1
-                refused: dict[str, Any] = {
-                    "id": line.id,
-                    "reward": None,
-                    "status": "error",
-                    "components": {},
-                    "error": line.error,
-                }
-                out.write(json.dumps(refused) + "\n")
+            else:
+                summary.failed += 1
+            refused: dict[str, Any] = {
+                "id": result.id,
+                "reward": None,
+                "status": "error",
+                "components": {},
+                "error": result.error,
+            }
+            out.write(json.dumps(refused) + "\n")
         out.flush()
         progress.update(len(chunk))
         chunk.clear()
@@ -153,6 +197,33 @@ async def score_lines(
         await flush()
     progress.finish()
     return summary
+
+
+async def score_chunk(verifier: AsyncVerifier, lines: list[Line]) -> list[ItemResult | Line]:
+    """The result of each line's item, in order. When the verifier fails on the chunk as a whole (an item it cannot
+    handle: a bug, logged), each item is scored on its own, and one it still fails on gets a `Line` with the error
+    in its place: one item's fault costs that item, not its chunk."""
+    if not lines:
+        return []
+    items = [line.item for line in lines if line.item is not None]
+    try:
+        return list(await verifier.score(items))
+    except Exception as exc:
+        log.warning("the verifier failed on a chunk of %d items (%s); scoring them one by one", len(items),
+                    type(exc).__name__)  # fmt: skip
+    return [await _score_one(verifier, line) for line in lines]
+
+
+async def _score_one(verifier: AsyncVerifier, line: Line) -> ItemResult | Line:
+    assert line.item is not None
+    try:
+        [result] = await verifier.score([line.item])
+    except Exception as exc:
+        log.warning("line %d: the verifier failed on this item (%s)", line.number, type(exc).__name__)
+        log.debug("line %d: the verifier failed on this item", line.number, exc_info=True)
+        error = f"line {line.number}: the verifier failed on this item (internal error: {type(exc).__name__})"
+        return Line(line.number, None, line.item.id, error)
+    return result
 
 
 def count_lines(path: str) -> int | None:

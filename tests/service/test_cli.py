@@ -99,6 +99,43 @@ def test_score_reads_a_pipe_once_and_survives_a_line_that_is_not_utf8(tmp_path: 
     assert done.returncode == 1
 
 
+DEEP = "[" * 100_000 + "]" * 100_000  # nested past every JSON parser's recursion limit
+NINES = "9" * 4_400  # past Python's 4,300-digit limit on int(str)
+
+
+@pytest.mark.timeout(180)
+def test_score_writes_an_error_line_for_a_line_it_cannot_handle_and_scores_the_rest(tmp_path: Path) -> None:
+    """Whatever a line holds, it costs that line: a line nested 100,000 deep, degenerate numbers in an answer and in
+    a gold answer. Each gets a line of its own in order (an error line where it cannot be scored), the right answers
+    around them are scored, and the run ends with its summary, not a traceback."""
+    lines = [
+        json.dumps({"id": "first", "completion": "The answer is 4.", "math": {"gold": "4"}}),
+        '{"id": ' + DEEP + ', "completion": "4", "math": {"gold": "4"}}',
+        '{"id": "deep-completion", "completion": ' + DEEP + ', "math": {"gold": "4"}}',
+        json.dumps({"id": "nines", "completion": f"#### {NINES} 1/2", "math": {"gold": "4"}}),
+        json.dumps({"id": "boxed-nines", "completion": f"\\boxed{{{NINES} 1/2}}", "math": {"gold": "4"}}),
+        json.dumps({"id": "gold-nines", "completion": "The answer is 4.", "math": {"gold": f"{NINES}/7"}}),
+        json.dumps({"id": "last", "completion": "The answer is 5.", "math": {"gold": "5"}}),
+    ]
+    items = tmp_path / "items.jsonl"
+    items.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "results.jsonl"
+    env = ENV | {"VERIFIER_CODE_ENABLED": "false"}
+    done = subprocess.run([str(CLI), "score", str(items), "-o", str(out), "-q"], capture_output=True, text=True,
+                          timeout=150, env=env)  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert done.returncode == 1  # the deep lines are not items
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in results] == [None if i in (1, 2) else json.loads(lines[i])["id"] for i in range(7)]
+    assert (results[0]["reward"], results[-1]["reward"]) == (1.0, 1.0)
+    assert results[1]["error"].startswith("line 2: Invalid JSON") and results[2]["error"].startswith("line 3:")
+    for number, result in enumerate(results[3:6], start=4):  # a verdict (0 or null), or an error line in its place
+        assert result["reward"] in (0.0, None) and result["status"] in ("ok", "error")
+        assert "components" in result and (result["components"] or result["error"].startswith(f"line {number}: "))
+    assert NINES not in out.read_text() + done.stderr
+    assert any(line.startswith("7 items: ") for line in done.stderr.splitlines())
+
+
 def test_score_refuses_to_write_over_its_input(tmp_path: Path) -> None:
     items = write_items(tmp_path / "items.jsonl")
     before = items.read_bytes()
