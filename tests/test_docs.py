@@ -63,3 +63,38 @@ def test_the_readme_lists_every_setting_with_its_default() -> None:
                 assert shown[1].startswith(str(field.default).lower()), (name, shown[1])
             elif isinstance(field.default, int | float) and shown[1].strip().replace(".", "").isdigit():
                 assert float(shown[1]) == field.default, (name, shown[1], field.default)
+
+
+def project_name() -> str:
+    import tomllib
+
+    return str(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"])
+
+
+def pip_installs_of(name: str, text: str) -> list[str]:
+    """The `pip install` commands in `text` that install the package `name` from an index by its name (with or
+    without extras), rather than from a path, a URL or a checkout."""
+    bare = re.compile(rf"(?<![\w/.@+-])['\"]?{re.escape(name)}(?:\[[\w,\s-]*\])?['\"]?(?![\w/.-])", re.I)
+    commands = re.findall(r"pip3? install[^\n`#]*", text)  # up to a comment, the end of the line or of the span
+    return [command for command in commands if bare.search(command)]
+
+
+def test_pip_installs_of_the_unpublished_name_are_found() -> None:
+    found = pip_installs_of("reward-verifier", "pip install 'reward-verifier[ray]'\nRUN pip install reward-verifier\n")
+    assert found == ["pip install 'reward-verifier[ray]'", "pip install reward-verifier"]
+    for fine in ("pip install -e '.[ray]'", "pip install '/src[ray]'", "pip install git+https://h/x/reward-verifier.git",
+                 "pip install -e .  # installs reward-verifier's console script"):  # fmt: skip
+        assert pip_installs_of("reward-verifier", fine) == [], fine
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+     if re.search(r"(\.(md|ya?ml|sh|toml|cfg|txt)|Dockerfile[^/]*|Makefile)$", p)],
+)  # fmt: skip
+def test_no_file_tells_users_to_pip_install_the_unpublished_name(path: str) -> None:
+    """The project is not on PyPI, and its name there is anyone's to take: installing it by name would install
+    whatever that is. Docs and build files install it from the repository (a checkout, a copy of the tree) or use
+    the image."""
+    found = pip_installs_of(project_name(), (ROOT / path).read_text(errors="replace"))
+    assert not found, f"{path} tells users to pip install {project_name()} from an index: {found}"
