@@ -2,7 +2,9 @@
 
 TRL script conventions (as `trl/scripts/grpo.py`): `TrlParser` over the script arguments below, `GRPOConfig` and
 `ModelConfig`, so every GRPOConfig flag works (`--max_steps`, `--num_generations`, `--use_vllm`, `--bf16`, ...),
-and `--config run.yaml` reads the same names from a YAML file (command-line flags win).
+and `--config run.yaml` reads the same names from a YAML file (command-line flags win). `--help` lists this script's
+flags and the TRL flags most runs set without loading TRL (which, with torch and transformers, is imported only once
+the arguments are read); `--help-all` lists them all.
 
     python -m trainer_client.train --model_name_or_path Qwen/Qwen2.5-0.5B-Instruct --dataset_name openai/gsm8k \\
         --verifier_url http://127.0.0.1:8088 --output_dir runs/gsm8k --max_steps 200
@@ -26,16 +28,15 @@ giving the `--resume_from_checkpoint` flag that continues from it.
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
-
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
-from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser, get_peft_config
+from typing import TYPE_CHECKING, Any, cast
 
 from trainer_client.client import VerifierClient
 from trainer_client.config import DEFAULT_URL, api_key_or_env
@@ -54,16 +55,28 @@ from trainer_client.rewards import AsyncVerifierReward, VerifierReward
 from trainer_client.tokens import stop_token_ids
 from verifier_service.schema import COMPONENTS, PRIMARIES, ScoreItem
 
+if TYPE_CHECKING:  # TRL, transformers and torch load only once the arguments are parsed (`--help` stays instant)
+    from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser
+
 logger = logging.getLogger("trainer_client.train")
+PROG = "python -m trainer_client.train"
 
 
 @dataclass
-class VerifierScriptArguments(ScriptArguments):
-    """Script arguments: TRL's dataset arguments plus where the verifier is and which rewards to ask it for."""
+class VerifierScriptArguments:
+    """Script arguments: the dataset (TRL's `ScriptArguments` names), where the verifier is and which rewards to ask it
+    for. Not TRL's class itself, so that reading them needs no TRL."""
 
     dataset_name: str | None = field(
         default=HUB_ID,
-        metadata={"help": "Hub dataset id (default openai/gsm8k) or a local .json/.jsonl file."},
+        metadata={"help": "Hub dataset id or a local .json/.jsonl file."},
+    )
+    dataset_config: str | None = field(
+        default=None, metadata={"help": "The dataset's configuration (load_dataset's name; GSM8K: main)."}
+    )
+    dataset_train_split: str = field(default="train", metadata={"help": "The split to train on."})
+    dataset_test_split: str = field(
+        default="test", metadata={"help": "The split to evaluate on (with --eval_strategy)."}
     )
     prompt_column: str = field(
         default="question",
@@ -172,7 +185,82 @@ class VerifierScriptArguments(ScriptArguments):
 
 
 def make_parser() -> TrlParser:
-    return TrlParser(cast(Any, (VerifierScriptArguments, GRPOConfig, ModelConfig)))
+    """TRL's parser over these arguments, GRPOConfig and ModelConfig (this imports TRL, transformers and torch)."""
+    from trl import GRPOConfig, ModelConfig, TrlParser
+
+    return TrlParser(cast(Any, (VerifierScriptArguments, GRPOConfig, ModelConfig)), prog=PROG)
+
+
+# `--help`: the script's own flags, grouped, then the TRL flags most runs set. Every field of VerifierScriptArguments
+# is in one group (a test checks it).
+HELP_GROUPS: dict[str, tuple[str, ...]] = {
+    "the verifier": ("verifier_url", "verifier_api_key", "verifier_ready_timeout", "verifier_connect_grace",
+                     "max_consecutive_failures"),
+    "rewards": ("reward_components", "reward_options", "combined_reward", "allow_order_inversion", "async_rewards",
+                "format_prefilled"),
+    "data": ("dataset_name", "dataset_config", "dataset_train_split", "dataset_test_split", "prompt_column",
+             "solution_column", "tests_column", "options_column", "tests_in_prompt", "options_in_prompt",
+             "max_train_samples", "system_prompt"),
+}  # fmt: skip
+# TRL's own flags (GRPOConfig, ModelConfig) that most runs set: name -> (metavar, help); `--help-all` lists them all.
+TRL_FLAGS: dict[str, tuple[str, str]] = {
+    "model_name_or_path": ("MODEL", "the model: a hub id or a local directory"),
+    "output_dir": ("DIR", "where the model, checkpoints and trainer_state.json go"),
+    "max_steps": ("N", "training steps (else --num_train_epochs)"),
+    "per_device_train_batch_size": ("N", "completions per device per step"),
+    "gradient_accumulation_steps": ("N", "steps accumulated per optimizer update"),
+    "num_generations": ("N", "completions per prompt: the GRPO group"),
+    "max_completion_length": ("N", "the generation cap in tokens; also overlong's and length's max_tokens"),
+    "learning_rate": ("LR", "the learning rate"),
+    "beta": ("BETA", "the KL coefficient (0: no reference model)"),
+    "reward_weights": ("W ...", "the weight of each reward function, in order"),
+    "bf16": ("BOOL", "bf16 mixed precision (a GPU); on CPU pass --use_cpu true --bf16 false"),
+    "use_cpu": ("BOOL", "train on the CPU"),
+    "use_vllm": ("BOOL", "generate with vLLM (with --vllm_mode colocate or server)"),
+    "logging_steps": ("N", "log every N steps"),
+    "log_completions": ("BOOL", "print a table of completions, rewards and verdicts at each log"),
+    "report_to": ("TO", "none, wandb, trackio, tensorboard, ..."),
+    "save_strategy": ("WHEN", "no, steps (every --save_steps) or epoch"),
+    "resume_from_checkpoint": ("DIR", "continue from <output_dir>/checkpoint-<step>"),
+    "seed": ("N", "the random seed"),
+}
+
+
+def _metavar(annotation: Any) -> str:
+    text = str(annotation)
+    if "bool" in text:
+        return "BOOL"
+    if "int" in text or "float" in text:
+        return "N"
+    return "NAME ..." if text.startswith("list") else "TEXT"
+
+
+def short_help() -> str:
+    """`--help`: this script's flags, grouped, and the TRL flags most runs set; no TRL import."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        usage=f"{PROG} --model_name_or_path MODEL --output_dir DIR [--flag VALUE ...]",
+        description=__doc__.split("\n\n", 1)[0] + " Flags take a value: --combined_reward true.",
+        epilog="Every flag of TRL's GRPOConfig and ModelConfig works too (--help-all lists all of them; it loads TRL, "
+        "which takes a few seconds), and --config run.yaml reads the same names from a YAML file (flags on the "
+        "command line win). README.md, 'Training with TRL', has a full command.",
+        add_help=False,
+    )
+    fields = {f.name: f for f in dataclasses.fields(VerifierScriptArguments)}
+    for title, names in HELP_GROUPS.items():
+        group = parser.add_argument_group(title)
+        for name in names:
+            default = fields[name].default
+            shown = "" if default is dataclasses.MISSING or default is None else f" (default: {default})"
+            text = fields[name].metadata["help"].replace("%", "%%") + shown
+            group.add_argument(f"--{name}", metavar=_metavar(fields[name].type), help=text)
+    trl = parser.add_argument_group("training (TRL's flags; the ones most runs set)")
+    for name, (metavar, text) in TRL_FLAGS.items():
+        trl.add_argument(f"--{name}", metavar=metavar, help=text)
+    other = parser.add_argument_group("help")
+    other.add_argument("-h", "--help", action="store_true", help="this message")
+    other.add_argument("--help-all", action="store_true", help="every flag, TRL's included (loads TRL)")
+    return parser.format_help()
 
 
 def reward_functions(
@@ -299,6 +387,8 @@ def preflight_failure(error: VerifierError, args: VerifierScriptArguments, key_g
 
 
 def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_args: ModelConfig) -> None:
+    from trl import GRPOTrainer, get_peft_config
+
     try:  # the reward functions check their options, before anything waits or loads
         rewards = reward_functions(script_args, training_args.max_completion_length, training_args.reward_weights)
     except (ValueError, TypeError) as exc:
@@ -367,6 +457,8 @@ def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_
 def stopped_without_verifier(trainer: GRPOTrainer, error: VerifierUnavailableError) -> str:
     """Save the last completed step as the Trainer's periodic saves do (model, optimizer, scheduler, RNG and
     trainer_state.json), and say why the run stopped and how to continue it."""
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
     step = trainer.state.global_step
     checkpoint = Path(trainer._get_output_dir(trial=None)) / f"{PREFIX_CHECKPOINT_DIR}-{step}"  # where it saves
     logger.warning("the verifier stayed unavailable; saving step %d to %s", step, checkpoint)
@@ -381,11 +473,16 @@ def stopped_without_verifier(trainer: GRPOTrainer, error: VerifierUnavailableErr
 
 
 def cli(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--help-all" in args:
+        make_parser().print_help()
+        return
+    if "-h" in args or "--help" in args:
+        print(short_help(), end="")
+        return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request
-    script_args, training_args, model_args = make_parser().parse_args_and_config(
-        args=list(argv) if argv is not None else None
-    )
+    script_args, training_args, model_args = make_parser().parse_args_and_config(args=args)
     main(script_args, training_args, model_args)
 
 

@@ -249,6 +249,58 @@ def test_unknown_flags_and_config_keys_are_refused(tmp_path: Path) -> None:
         make_parser().parse_args_and_config(args=["--config", str(config), *CPU, "--output_dir", str(tmp_path)])
 
 
+HEAVY = ("torch", "trl", "transformers", "datasets")
+# `python -m trainer_client.train --help`, then which heavy modules the process had loaded
+HELP_AND_MODULES = (
+    "import runpy, sys\n"
+    "try:\n"
+    "    runpy.run_module('trainer_client.train', run_name='__main__', alter_sys=True)\n"
+    "finally:\n"
+    f"    print('LOADED', [m for m in {HEAVY!r} if m in sys.modules])\n"
+)
+
+
+def test_help_lists_the_scripts_own_flags_first_grouped_without_loading_trl_or_torch() -> None:
+    from dataclasses import fields
+
+    from trainer_client.train import HELP_GROUPS, TRL_FLAGS, VerifierScriptArguments
+
+    done = subprocess.run([sys.executable, "-c", HELP_AND_MODULES, "--help"], cwd=ROOT, env=train_env(None),
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert out.splitlines()[-1] == "LOADED []"  # the parsing that --help needs imports none of them
+    assert out.startswith("usage: python -m trainer_client.train --model_name_or_path MODEL --output_dir DIR")
+    ours = [f.name for f in fields(VerifierScriptArguments)]
+    at = {name: out.index(f"  --{name} ") for name in [*ours, *TRL_FLAGS]}  # each flag is listed with its help
+    titles = [out.index(f"\n{title}:\n") for title in HELP_GROUPS]
+    assert titles == sorted(titles) and max(at[name] for name in ours) < min(at[name] for name in TRL_FLAGS)
+    assert "--help-all" in out and len(out.splitlines()) < 200
+
+
+def test_every_flag_of_the_script_is_in_one_help_group() -> None:
+    from dataclasses import fields
+
+    from trainer_client.train import HELP_GROUPS, VerifierScriptArguments
+
+    grouped = [name for names in HELP_GROUPS.values() for name in names]
+    assert sorted(grouped) == sorted(f.name for f in fields(VerifierScriptArguments))
+
+
+@pytest.mark.filterwarnings(TRL_DEPRECATION)
+def test_help_all_is_trls_whole_parser_and_lists_the_flags_the_short_help_names(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from trainer_client.train import TRL_FLAGS, cli, make_parser
+
+    known = {action.dest for action in make_parser()._actions}
+    assert set(TRL_FLAGS) <= known  # the short help names TRL flags that exist
+    cli(["--help-all"])
+    out = capsys.readouterr().out
+    assert "--verifier_url" in out and "--gradient_checkpointing" in out and "--vllm_mode" in out
+    assert len(out.splitlines()) > 500  # all of TRL's
+
+
 def parse(tmp_path: Path, *argv: str) -> tuple[Any, Any]:
     from trainer_client.train import make_parser
 
@@ -426,7 +478,7 @@ def test_main_gives_the_rewards_the_trainers_token_ids_and_the_data_their_column
 
     rows = [{"question": "Which is a prime?", "choices": ["4", "7"], "answer": 1}]
     data = write_jsonl(tmp_path / "mmlu.jsonl", rows)
-    monkeypatch.setattr(train_module, "GRPOTrainer", FakeTrainer)
+    monkeypatch.setattr("trl.GRPOTrainer", FakeTrainer)  # main imports it once the arguments are parsed
     checked: list[Any] = []
     monkeypatch.setattr(train_module, "check_verifier", lambda args, rewards: checked.append(rewards))
     argv = ["--dataset_name", str(data), "--model_name_or_path", "m", "--options_column", "choices"]
