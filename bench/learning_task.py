@@ -13,17 +13,14 @@ give the result it worked out. With the gold answers shuffled (the control), the
 from __future__ import annotations
 
 import random
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-# The tests' tiny-model builders and chat format, here at this bench's sizes; learning.py takes write_jsonl from here.
-from tests.client.tiny_model import build_model, build_tokenizer  # noqa: E402
-from tests.client.tiny_model import write_jsonl as write_jsonl  # noqa: E402
+# The tiny-model builders and chat format of `python -m trainer_client.tiny_model` (and the tests), here at this
+# bench's sizes; learning.py takes write_jsonl from here.
+from trainer_client.tiny_model import build_model, build_tokenizer
+from trainer_client.tiny_model import write_jsonl as write_jsonl
 
 NAMES = ["Tom", "Mia", "Sam", "Ana", "Leo", "Zoe", "Ben", "Ivy"]
 THINGS = ["apples", "stickers", "marbles", "pencils", "coins", "books", "shells", "cards"]

@@ -447,11 +447,33 @@ def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_
         raise SystemExit(f"error: {stopped_without_verifier(trainer, exc)}") from exc
     trainer.save_model(training_args.output_dir)
     trainer.save_state()  # trainer_state.json: the logged rewards and verifier metrics of every step
-    logger.info("training done; model and trainer_state.json in %s", training_args.output_dir)
     if training_args.push_to_hub:
         trainer.push_to_hub(dataset_name=script_args.dataset_name)
     if hasattr(trainer, "end"):  # transformers >= 5.18: finish the trackers, end the process group
         trainer.end()
+    print(done_line(trainer.state.global_step, trainer.state.log_history, script_args.verifier_url,
+                    training_args.output_dir), flush=True)  # fmt: skip
+
+
+def done_line(steps: int, log_history: Sequence[dict[str, Any]], url: str, output_dir: str) -> str:
+    """The run's last line: that it finished, what the verifier's rewards were, where the results are.
+
+    >>> line = done_line(2, [{"rewards/verifier_math/mean": 0.5}, {"rewards/verifier_math/mean": 0.0}], "U", "runs/x")
+    >>> print(line.replace("; ", "\\n"))
+    done: 2 GRPO steps rewarded by the verifier at U (mean reward over the logged steps: verifier_math 0.25)
+    the model and trainer_state.json are in runs/x
+    """
+    rewards: dict[str, list[float]] = {}
+    for entry in log_history:
+        for key, value in entry.items():
+            if key.startswith("rewards/") and key.endswith("/mean") and isinstance(value, int | float):
+                rewards.setdefault(key.removeprefix("rewards/").removesuffix("/mean"), []).append(float(value))
+    means = ", ".join(f"{name} {sum(values) / len(values):.3g}" for name, values in rewards.items())
+    logged = f" (mean reward over the logged steps: {means})" if means else ""
+    return (
+        f"done: {steps} GRPO steps rewarded by the verifier at {url}{logged}; the model and trainer_state.json are "
+        f"in {output_dir}"
+    )
 
 
 def stopped_without_verifier(trainer: GRPOTrainer, error: VerifierUnavailableError) -> str:

@@ -76,3 +76,32 @@ def test_the_readme_trl_example_trains_as_written(server: Server, tiny_model: Pa
     assert len(table) == 8
     assert set(table["verifier_math/math"]) <= set(VERDICTS["math"])
     assert set(table["verifier_format/format"]) <= set(VERDICTS["format"])
+
+
+def try_it_commands() -> str:
+    readme = (ROOT / "README.md").read_text()
+    [block] = [b for b in re.findall(r"```bash\n(.*?)```", readme, re.S) if "trainer_client.tiny_model" in b]
+    return block
+
+
+@pytest.mark.slow
+def test_the_readme_cpu_try_out_runs_as_written(server: Server, tmp_path: Path) -> None:
+    """The README's two commands, as a user types them in an empty directory: the `python` on the path, no hub, only
+    the verifier's URL replaced by the test server's. They build the tiny model and train two steps, ending with the
+    success line the README quotes."""
+    commands = substitute(try_it_commands(), {"http://127.0.0.1:8088": server.url})
+    env = {k: v for k, v in os.environ.items() if k != "VERIFIER_API_KEY"}
+    env |= {"PATH": f"{Path(sys.executable).parent}:{env['PATH']}", "PYTHONPATH": str(ROOT),
+            "HF_HOME": str(tmp_path / "hf_home")}  # fmt: skip
+    result = subprocess.run(["bash", "-ec", commands], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=280)  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"done: 2 GRPO steps rewarded by the verifier at {server.url} (mean reward over the logged")
+    assert last.endswith("the model and trainer_state.json are in runs/tiny-grpo")
+    state = json.loads((tmp_path / "runs" / "tiny-grpo" / "trainer_state.json").read_text())
+    steps = [entry for entry in state["log_history"] if "rewards/verifier_math/mean" in entry]
+    assert [entry["step"] for entry in steps] == [1, 2]
+    assert all(entry["verifier_math/null_rate"] == 0.0 for entry in steps)
+    readme = (ROOT / "README.md").read_text()
+    assert "It ends with `done: 2 GRPO steps rewarded by the verifier at http://127.0.0.1:8088" in readme

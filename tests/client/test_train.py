@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import httpx
@@ -457,6 +458,7 @@ class FakeTrainer:
         self.eos_token_ids = [2, 9]
         self.processing_class = type("Tok", (), {"eos_token_id": 2, "pad_token_id": 0})()
         self.stops_at_train: list[Any] = []
+        self.state = SimpleNamespace(global_step=0, log_history=[])
         FakeTrainer.made.append(self)
 
     def train(self, resume_from_checkpoint: Any = None) -> None:
