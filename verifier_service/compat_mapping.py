@@ -23,6 +23,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from verifier_service.problems import MAX_ERRORS, describe
 from verifier_service.schema import COMPONENTS, WEIGHT_LIMIT, ItemResult, ScoreItem
 
+# End-of-turn, end-of-text and padding tokens of the common chat templates (Qwen, Llama 2/3, Mistral, Phi-3, Gemma,
+# DeepSeek, gpt-oss): what OpenRLHF's decoded queries end in. Both ways OpenRLHF calls the verifier strip them: the
+# route (the default of VERIFIER_COMPAT_SPECIAL_TOKENS) and the reward-function file
+# (trainer_client/integrations/openrlhf_reward_func.py). DeepSeek's is spelt with full-width bars.
+SPECIAL_TOKENS = (
+    "<|im_end|>", "<|endoftext|>", "</s>", "<|eot_id|>", "<|end_of_text|>", "<|eom_id|>", "<|end|>", "<end_of_turn>",
+    "<eos>", "<｜end▁of▁sentence｜>", "<|end▁of▁sentence|>", "<|return|>", "<pad>",
+    "<|pad|>",
+)  # fmt: skip
+PROMPT_TAIL = 200  # characters of a prompt that identify it in a query whose prompt was truncated on the left
 GOLD_COMPONENTS = ("math", "choice", "answer")  # a gold label is their `gold`
 PLAIN_COMPONENTS = ("format", "repetition")  # need no options
 JUDGED = "verifier_judged"  # 1.0, or 0.0 when the reward is a fallback (or NeMo's masked 0.0)
@@ -175,10 +185,34 @@ def strip_special_tokens(text: str, tokens: Sequence[str]) -> str:
 
 
 def openrlhf_completion(query: str, prompt: str | None, tokens: Sequence[str]) -> str:
-    """The response in an OpenRLHF query: what follows the prompt (the whole query when it does not start with it),
-    without trailing special tokens."""
-    response = query[len(prompt) :] if prompt and query.startswith(prompt) else query
-    return strip_special_tokens(response, tokens)
+    """The response in an OpenRLHF query: what follows the prompt (`prompt_end`; the whole query when no prompt is
+    given or the query does not hold it), without trailing special tokens.
+
+    >>> prompt = "A" * 500 + "...the end of a long prompt. Answer:"
+    >>> openrlhf_completion("...the end of a long prompt. Answer: 5<|endoftext|>", prompt, ["<|endoftext|>"])  # cut
+    ' 5'
+    """
+    end = prompt_end(query, prompt) if prompt else None
+    return strip_special_tokens(query[end or 0 :], tokens)
+
+
+def prompt_end(query: str, prompt: str) -> int | None:
+    """Where the prompt ends in the query, or None when the query does not hold it. OpenRLHF truncates a prompt that
+    is too long on the left, so the query may hold only the prompt's end: its last PROMPT_TAIL characters, or, when
+    less of it is left, a suffix of it."""
+    if query.startswith(prompt):
+        return len(prompt)
+    tail = prompt[-PROMPT_TAIL:]
+    at = query.find(tail) if tail else -1
+    if at >= 0:
+        return at + len(tail)
+    head = query[: min(len(query), PROMPT_TAIL)]
+    start = prompt.find(head[:32]) if head else -1
+    while start >= 0:
+        if query.startswith(prompt[start:]):
+            return len(prompt) - start
+        start = prompt.find(head[:32], start + 1)
+    return None
 
 
 def response_text(response: dict[str, Any]) -> str:
@@ -294,7 +328,8 @@ def scaled(reward: float, item: ScoreItem) -> float:
 
 def openrlhf_answer(items: Sequence[ScoreItem], results: Sequence[ItemResult], config: CompatConfig) -> dict[str, Any]:
     """`{"rewards": [...], "scores": [...], "extra_logs": {key: [...]}}`, one entry per query (the form of OpenRLHF's
-    own reward server)."""
+    own reward server). The one definition of what OpenRLHF reads, for the route and the reward-function file alike:
+    `scores` is `scaled`, `extra_logs` the URL's `extra_keys`."""
     rewards = [reward_or_fallback(result, config) for result in results]
     logs = [extras(result, config) for result in results]
     return {

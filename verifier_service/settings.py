@@ -14,12 +14,9 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-# End-of-turn, end-of-text and padding tokens of the common chat templates (Qwen, Llama 2/3, Mistral, Phi-3, Gemma,
-# DeepSeek, gpt-oss).
-DEFAULT_SPECIAL_TOKENS = (
-    "<|im_end|>", "<|endoftext|>", "</s>", "<|eot_id|>", "<|end_of_text|>", "<|eom_id|>", "<|end|>", "<end_of_turn>",
-    "<eos>", "<|end▁of▁sentence|>", "<|return|>", "<pad>", "<|pad|>",
-)  # fmt: skip
+from verifier_service.compat_mapping import SPECIAL_TOKENS
+
+DEFAULT_SPECIAL_TOKENS = SPECIAL_TOKENS  # what the trainer routes strip by default (one list: compat_mapping)
 
 
 def _default_workers() -> int:

@@ -242,6 +242,47 @@ def test_openrlhf_reward_func_against_the_verifier(server: Server, monkeypatch: 
     prompt = "<|im_start|>user\nWhat is 6 * 7?<|im_end|>\n<|im_start|>assistant\n"
     queries = [prompt + RIGHT + "<|im_end|>", prompt + WRONG + "<|im_end|><|endoftext|>"]
     got = reward_func(queries, [prompt, prompt], ["42", '{"math": {"gold": "42"}, "format": {}}'])
-    assert got == {"rewards": [1.0, 1.0], "scores": [1.0, 0.0], "extra_logs": {"acc": [1.0, 0.0]}}
+    assert got == {  # the second: math 0 + format 1, over the two weights
+        "rewards": [1.0, 1.0],
+        "scores": [1.0, 0.5],
+        "extra_logs": {"verifier_judged": [1.0, 1.0], "verifier_math": [1.0, 0.0]},
+    }
     with pytest.raises(VerifierUnjudgedError, match="gold_unparseable"):
         reward_func([queries[0]], [prompt], [UNPARSEABLE_GOLD])
+
+
+CHAT = "<|im_start|>user\nWhat is 6 * 7?<|im_end|>\n<|im_start|>assistant\n"
+LONG = "Some context. " * 40 + "What is 6 * 7? Answer after thinking, in a box:\n"
+# (query, prompt, label): OpenRLHF's shapes, with the end tokens of several chat templates, a prompt OpenRLHF cut on
+# the left, weights, and labels as gold answers and as specs
+SAME_INPUTS = [
+    (CHAT + RIGHT + "<|im_end|>", CHAT, "42"),
+    (CHAT + WRONG + "<|im_end|><|endoftext|>", CHAT, '{"math": {"gold": "42"}, "format": {}}'),
+    (CHAT + "<think>6*7</think>\\boxed{42}<｜end▁of▁sentence｜>", CHAT, '{"math": {"gold": "42"}, "format": {}}'),
+    ("[INST] 6*7? [/INST]" + RIGHT + " </s>", "[INST] 6*7? [/INST]", '{"format": {}, "repetition": {}}'),
+    (LONG[-120:] + RIGHT + "<|eot_id|><|end_of_text|>", LONG, "42"),
+    (
+        CHAT + "<think>6*7</think>42" + "<|eom_id|>" + "<|pad|>" * 3,
+        CHAT,
+        '{"math": {"gold": "42"}, "format": {}, "weights": {"format": 0.5}}',
+    ),
+    (CHAT + WRONG, CHAT, '{"answer": {"gold": "42"}, "format": {}, "weights": {"answer": 2, "format": -1}}'),
+]
+
+
+def test_openrlhfs_file_and_url_modes_answer_the_same_for_the_same_samples(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One definition of what OpenRLHF reads (`scores`, the metric keys of `extra_logs`, the end tokens stripped),
+    whichever way it calls the verifier: the reward-function file, or the route at the URL's defaults."""
+    monkeypatch.setenv("VERIFIER_URL", server.url)
+    queries, prompts, labels = (list(column) for column in zip(*SAME_INPUTS, strict=True))
+    from_file = reward_func(queries, prompts, labels)
+    body = {"query": queries, "prompts": prompts, "labels": labels}
+    from_url = httpx.post(server.url + "/v1/compat/openrlhf", json=body, timeout=60).json()
+    assert from_file == from_url
+    assert from_file["rewards"] == [1.0, 1.0, 2.0, 1.0, 1.0, 1.5, -1.0]  # the end tokens went: format ok, math read
+    assert set(from_file["extra_logs"]) == {"verifier_judged", "verifier_math"}
+    for one in SAME_INPUTS:  # and one sample at a time, as OpenRLHF calls both
+        single = {"query": [one[0]], "prompts": [one[1]], "labels": [one[2]]}
+        assert reward_func(*zip(one, strict=True)) == httpx.post(server.url + "/v1/compat/openrlhf", json=single).json()

@@ -81,7 +81,8 @@ def test_rewards_flow_into_openrlhfs_experience(
         )
         assert experience.rewards.flatten().tolist() == [reward]
         assert experience.scores.flatten().tolist() == [score]
-        assert experience.info["acc"].flatten().tolist() == [score]
+        assert experience.info["verifier_math"].flatten().tolist() == [score]  # math's score: 1 or 0 here
+        assert experience.info["verifier_judged"].flatten().tolist() == [1.0]
 
 
 def test_an_unjudged_label_leaves_the_sample_without_reward_and_says_why(

@@ -92,6 +92,7 @@ def test_only_trailing_special_tokens_are_stripped() -> None:
     assert strip_special_tokens("a</s>b</s>", ["</s>"]) == "a</s>b"
     assert strip_special_tokens("a \n", ["</s>"]) == "a \n"  # no token: the text as it was
     assert strip_special_tokens("<|end▁of▁sentence|>", DEFAULT_SPECIAL_TOKENS) == ""
+    assert strip_special_tokens("4<｜end▁of▁sentence｜>", DEFAULT_SPECIAL_TOKENS) == "4"  # DeepSeek's: full-width bars
 
 
 def test_stripping_looks_at_the_end_of_the_text_only() -> None:

@@ -21,21 +21,27 @@ from typing import Any
 
 from trainer_client.integrations.coalesce import coalescer_for, run_sync
 from trainer_client.integrations.common import AdapterConfig, Outcome, adapter_config, build_item
+from verifier_service.compat_mapping import (
+    SPECIAL_TOKENS,
+    CompatConfig,
+    openrlhf_answer,
+    prompt_end,
+    strip_special_tokens,
+)
 from verifier_service.schema import ItemResult, ScoreItem
 
-# End-of-turn and end-of-text tokens a decoded response may end in (Qwen, Llama 2/3, Mistral, Gemma, Phi, DeepSeek,
-# gpt-oss), stripped from its end in any order.
-SPECIAL_TOKENS = ("<|im_end|>", "<|endoftext|>", "</s>", "<|eot_id|>", "<|end_of_text|>", "<|end|>", "<end_of_turn>",
-                  "<eos>", "<|return|>", "<｜end▁of▁sentence｜>", "<pad>")  # fmt: skip
 HINT = "fix the label in the dataset (--data.label_key); OpenRLHF cannot skip a sample, so the step stops"
-PROMPT_TAIL = 200  # characters of a prompt that identify it in a query whose prompt was truncated on the left
+# What OpenRLHF reads back is defined once, for this file and the route /v1/compat/openrlhf: `scores`, the extra
+# keys (those of the route's default URL: verifier_judged, verifier_math) and the special tokens stripped.
+ANSWER = CompatConfig()
 
 
 def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any], **kwargs: Any) -> dict[str, Any]:
-    """OpenRLHF's reward function: `{"rewards": [...], "scores": [...], "extra_logs": {...}}`, one value per query.
-
-    `scores` (used by OpenRLHF's dynamic filtering) is the correctness component's score, in [0, 1]. The verifier
-    is at $VERIFIER_URL, with the key $VERIFIER_API_KEY.
+    """OpenRLHF's reward function: `{"rewards": [...], "scores": [...], "extra_logs": {...}}`, one value per query,
+    as the route `/v1/compat/openrlhf` answers (`compat_mapping.openrlhf_answer`): `scores` (OpenRLHF's dynamic
+    filtering reads them) is the reward over the sum of the item's positive weights, clipped into [0, 1];
+    `extra_logs` holds `verifier_judged` and `verifier_math`. The verifier is at $VERIFIER_URL, with the key
+    $VERIFIER_API_KEY.
     """
     if not len(queries) == len(prompts) == len(labels):
         raise ValueError(f"{len(queries)} queries, {len(prompts)} prompts and {len(labels)} labels")
@@ -43,50 +49,23 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
     items = [
         build_item(completion_of(q, p), label, config) for q, p, label in zip(queries, prompts, labels, strict=True)
     ]
-    outcomes = [Outcome.of(result, None, HINT) for result in run_sync(_score(items, config))]
-    return {
-        "rewards": [outcome.score for outcome in outcomes],
-        "scores": [outcome.acc for outcome in outcomes],
-        "extra_logs": {"acc": [outcome.acc for outcome in outcomes]},
-    }
+    results = run_sync(_score(items, config))
+    for result in results:
+        Outcome.of(result, None, HINT)  # a sample the verifier could not judge raises, naming its verdicts
+    return openrlhf_answer(items, results, ANSWER)
 
 
 def completion_of(query: str, prompt: str) -> str:
-    """The response in an OpenRLHF query: what follows the prompt, less trailing end-of-turn tokens.
+    """The response in an OpenRLHF query: what follows the prompt (`compat_mapping.prompt_end`, which finds a prompt
+    OpenRLHF truncated on the left), less trailing end-of-turn tokens (`compat_mapping.SPECIAL_TOKENS`).
 
     >>> completion_of("<s>Q: 6*7?\\nA: 42</s><pad>", "<s>Q: 6*7?\\nA:")
     ' 42'
     """
-    return strip_special_tokens(query[_prompt_end(query, prompt) :])
-
-
-def _prompt_end(query: str, prompt: str) -> int:
-    """Where the prompt ends in the query. OpenRLHF truncates a prompt that is too long on the left, so the query
-    may hold only the prompt's end: its last PROMPT_TAIL characters, or, when less of it is left, a suffix of it."""
-    if query.startswith(prompt):
-        return len(prompt)
-    tail = prompt[-PROMPT_TAIL:]
-    at = query.find(tail) if tail else -1
-    if at >= 0:
-        return at + len(tail)
-    head = query[: min(len(query), PROMPT_TAIL)]
-    start = prompt.find(head[:32]) if head else -1
-    while start >= 0:
-        if query.startswith(prompt[start:]):
-            return len(prompt) - start
-        start = prompt.find(head[:32], start + 1)
-    raise ValueError("the query does not contain its prompt, so its response cannot be told apart")
-
-
-def strip_special_tokens(text: str) -> str:
-    """`text` without the end-of-turn tokens (and whitespace) it ends in."""
-    while True:
-        stripped = text.rstrip()
-        for token in SPECIAL_TOKENS:
-            stripped = stripped.removesuffix(token)
-        if stripped == text:
-            return text
-        text = stripped
+    end = prompt_end(query, prompt)
+    if end is None:
+        raise ValueError("the query does not contain its prompt, so its response cannot be told apart")
+    return strip_special_tokens(query[end:], SPECIAL_TOKENS)
 
 
 async def _score(items: list[ScoreItem], config: AdapterConfig) -> list[ItemResult]:
