@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, cast
 from trainer_client.client import VerifierClient
 from trainer_client.config import DEFAULT_URL, api_key_or_env
 from trainer_client.data import Columns, load_prompts
+from trainer_client.data_check import check_data
 from trainer_client.errors import (
     VerifierConnectionError,
     VerifierError,
@@ -174,6 +175,14 @@ class VerifierScriptArguments:
         },
     )
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training rows."})
+    check_data: bool = field(
+        default=False,
+        metadata={
+            "help": "Check the data and stop, before the model loads: say which column feeds the prompt, the gold "
+            "answers and the tests, and have the verifier parse every gold (rows it cannot parse would get no "
+            "reward). Exit status 1 when some row's gold or tests cannot be used."
+        },
+    )
     system_prompt: str | None = field(
         default=None,
         metadata={
@@ -200,7 +209,7 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
                 "format_prefilled"),
     "data": ("dataset_name", "dataset_config", "dataset_train_split", "dataset_test_split", "prompt_column",
              "solution_column", "tests_column", "options_column", "tests_in_prompt", "options_in_prompt",
-             "max_train_samples", "system_prompt"),
+             "max_train_samples", "system_prompt", "check_data"),
 }  # fmt: skip
 # TRL's own flags (GRPOConfig, ModelConfig) that most runs set: name -> (metavar, help); `--help-all` lists them all.
 TRL_FLAGS: dict[str, tuple[str, str]] = {
@@ -411,6 +420,8 @@ def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_
     train_dataset = dataset[script_args.dataset_train_split]
     if script_args.max_train_samples is not None:
         train_dataset = train_dataset.select(range(min(script_args.max_train_samples, len(train_dataset))))
+    if script_args.check_data:
+        raise SystemExit(report_data(script_args, columns, rewards, list(train_dataset)))
     eval_dataset = dataset[script_args.dataset_test_split] if training_args.eval_strategy != "no" else None
 
     model_init_kwargs = {
@@ -455,7 +466,7 @@ def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_
                     training_args.output_dir), flush=True)  # fmt: skip
 
 
-def done_line(steps: int, log_history: Sequence[dict[str, Any]], url: str, output_dir: str) -> str:
+def done_line(steps: int, log_history: Sequence[dict[str, Any]], url: str, output_dir: str | None) -> str:
     """The run's last line: that it finished, what the verifier's rewards were, where the results are.
 
     >>> line = done_line(2, [{"rewards/verifier_math/mean": 0.5}, {"rewards/verifier_math/mean": 0.0}], "U", "runs/x")
@@ -474,6 +485,25 @@ def done_line(steps: int, log_history: Sequence[dict[str, Any]], url: str, outpu
         f"done: {steps} GRPO steps rewarded by the verifier at {url}{logged}; the model and trainer_state.json are "
         f"in {output_dir}"
     )
+
+
+def report_data(
+    args: VerifierScriptArguments, columns: Columns, rewards: Sequence[Any], rows: Sequence[dict[str, Any]]
+) -> int:
+    """`--check_data`: print what the run would read from the training split and how many of its gold answers and
+    tests cannot be used; the exit status (1 when some cannot)."""
+    spec = rewards[0].spec  # every reward function of a run sends the same components with the same options
+    where = f"{args.dataset_name}, split {args.dataset_train_split}"
+    with VerifierClient(args.verifier_url, api_key=api_key_or_env(args.verifier_api_key)) as client:
+        report, unusable = check_data(client, rows, columns, spec.sent, spec.options, where)
+    for line in report:
+        print(line)
+    print(
+        f"data check done: {unusable} of {len(rows)} rows have a gold answer or tests the verifier cannot use; "
+        "nothing was trained",
+        flush=True,
+    )
+    return 1 if unusable else 0
 
 
 def stopped_without_verifier(trainer: GRPOTrainer, error: VerifierUnavailableError) -> str:

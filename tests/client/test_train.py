@@ -523,6 +523,53 @@ def test_a_misspelled_component_stops_the_script_with_the_closest_name(
         train_module.main(script, training, None)
 
 
+def test_check_data_maps_the_columns_and_counts_the_golds_the_verifier_cannot_parse(
+    server: Server, tmp_path: Path
+) -> None:
+    """`--check_data true` on the training command: which column feeds what, how many gold answers the verifier
+    cannot parse (row numbers, never their text), and a stop before the model loads (its path does not exist)."""
+    rows = [*gsm8k_rows(3, seed=1), {"question": "q", "answer": "#### \\frac"}, {"question": "q", "answer": None}]
+    rows += [{"question": "q", "answer": "So it is $\\boxed{\\frac{1}{2}}$."}, {"question": "q", "answer": "#### ((("}]
+    data = write_jsonl(tmp_path / "rows.jsonl", rows)
+    argv = ["--check_data", "true", "--dataset_name", str(data), "--verifier_url", server.url, "--model_name_or_path",
+            str(tmp_path / "no-such-model"), *CPU, "--output_dir", str(tmp_path / "out")]  # fmt: skip
+    result = run_train(argv, timeout=280)
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]  # some golds cannot be used
+    assert result.stdout.splitlines() == [
+        f"data check of {data}, split train: 7 rows",
+        "  prompt   <- column 'question' (a text gets the system prompt; a chat is kept as it is)",
+        "  solution <- column 'answer', read as math's gold: a GSM8K solution's '#### N' number, else the text (a "
+        "MATH solution's \\boxed{} counts)",
+        "math gold answers: 4 of 7 rows usable",
+        "  1 without a gold (the reward skips them): rows 4",
+        "  2 with a gold the verifier cannot judge (gold_unparseable): rows 3, 6",
+        "data check done: 2 of 7 rows have a gold answer or tests the verifier cannot use; nothing was trained",
+    ]
+    assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
+
+
+def test_check_data_of_code_and_choice_rows(server: Server, tmp_path: Path) -> None:
+    rows = [
+        {"q": "Which is a prime?", "choices": ["4", "7"], "answer": 1, "tests": '["assert True"]'},
+        {"q": "Pick one.", "choices": ["4", "7"], "answer": "E", "tests": None},  # E is not an option: bad_gold
+        {"q": "Pick one.", "choices": ["4", "7"], "answer": "A", "tests": '[{"type": "stdio"}]'},  # no stdout
+    ]
+    data = write_jsonl(tmp_path / "rows.jsonl", rows)
+    argv = ["--check_data", "true", "--dataset_name", str(data), "--verifier_url", server.url, "--prompt_column", "q",
+            "--options_column", "choices", "--reward_components", "choice", "code", *CPU,
+            "--output_dir", str(tmp_path / "out")]  # fmt: skip
+    result = run_train(argv, timeout=280)
+    out = result.stdout.splitlines()
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert (
+        "  options  <- column 'choices', the option texts" in out
+        and "  tests    <- column 'tests', the code tests" in out
+    )
+    assert "  1 with a gold the verifier cannot judge (bad_gold): rows 1" in out
+    assert "code tests: 1 of 3 rows usable" in out and "  1 without tests (the reward skips them): rows 1" in out
+    assert out[-1].startswith("data check done: 2 of 3 rows have a gold answer or tests the verifier cannot use")
+
+
 def test_the_script_fails_fast_when_the_verifier_is_not_there(tmp_path: Path) -> None:
     # Default waiting settings: nothing listening ends the run after --verifier_connect_grace (20 s), well inside
     # this timeout; --verifier_ready_timeout (300 s) is for a verifier that answers but is still starting.

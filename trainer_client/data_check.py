@@ -1,0 +1,162 @@
+"""`python -m trainer_client.train --check_data true`: what the training script would read from a dataset, checked
+before anything trains. It says which column feeds what (the prompt, each correctness component's gold answer, the
+code tests, the option texts) and has the verifier parse every gold answer, so a wrong `--solution_column` or golds
+it cannot parse (rows that would get no reward, `gold_unparseable` or `bad_gold`) show up in a minute, not after
+hours of generation.
+
+A gold is checked by scoring a fixed answer against it (`PROBES`): whether that answer is right does not matter,
+only whether the verifier could judge it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from trainer_client.client import VerifierClient
+from trainer_client.data import Columns
+from trainer_client.inputs import GOLD_READERS, code_spec
+from verifier_service.schema import ScoreItem
+
+# A completion each gold-reading component finds an answer in (an answer it cannot find would stop it before the gold).
+PROBES = {"math": "\\boxed{1}", "choice": "\\boxed{A}", "answer": "<answer>1</answer>"}
+SHOWN_ROWS = 10  # row numbers listed per problem
+# How the dataset's preparation (`trainer_client.data.to_row`) reads each column.
+READS = {
+    "math": "math's gold: a GSM8K solution's '#### N' number, else the text (a MATH solution's \\boxed{} counts)",
+    "choice": "choice's gold: a letter, a list of letters or a 0-based option index",
+    "answer": "answer's gold: the answer, or a list of aliases",
+}
+
+
+@dataclass
+class GoldCheck:
+    """What became of one component's gold answers: how many rows had one, the verdicts of those the verifier could
+    not judge, and the first rows of each problem."""
+
+    component: str
+    rows: int = 0
+    without: list[int] = field(default_factory=list)  # rows with no gold: the reward skips them (None)
+    refused: list[int] = field(default_factory=list)  # rows whose gold the wire schema refuses
+    unjudged: dict[str, list[int]] = field(default_factory=dict)  # verdict -> rows the verifier could not judge
+
+    @property
+    def unusable(self) -> int:
+        return len(self.refused) + sum(len(rows) for rows in self.unjudged.values())
+
+    def lines(self) -> list[str]:
+        usable = self.rows - len(self.without) - self.unusable
+        out = [f"{self.component} gold answers: {usable} of {self.rows} rows usable"]
+        problems = [("without a gold (the reward skips them)", self.without),
+                    ("with a gold the wire schema refuses", self.refused)]  # fmt: skip
+        for verdict, rows in self.unjudged.items():
+            problems.append((f"with a gold the verifier cannot judge ({verdict})", rows))
+        for what, rows in problems:
+            if rows:
+                out.append(f"  {len(rows)} {what}: rows {row_list(rows)}")
+        return out
+
+
+def row_list(rows: Sequence[int]) -> str:
+    """The first row numbers, and how many more.
+
+    >>> row_list(list(range(12)))
+    '0, 1, 2, 3, 4, 5, 6, 7, 8, 9 and 2 more'
+    """
+    shown = ", ".join(str(row) for row in rows[:SHOWN_ROWS])
+    return shown + (f" and {len(rows) - SHOWN_ROWS} more" if len(rows) > SHOWN_ROWS else "")
+
+
+def column_map(columns: Columns, components: Sequence[str]) -> list[str]:
+    """Which dataset column feeds what, for the components a run sends.
+
+    >>> for line in column_map(Columns("question", "answer"), ["math", "format"]):
+    ...     print(line[:65])
+      prompt   <- column 'question' (a text gets the system prompt; a
+      solution <- column 'answer', read as math's gold: a GSM8K solut
+    """
+    out = [f"  prompt   <- column {columns.prompt!r} (a text gets the system prompt; a chat is kept as it is)"]
+    gold = next((name for name in components if name in READS), None)
+    if gold is not None:
+        out.append(f"  solution <- column {columns.solution!r}, read as {READS[gold]}")
+    if "code" in components:
+        out.append(f"  tests    <- column {columns.tests!r}, the code tests")
+    if "choice" in components and columns.options:
+        out.append(f"  options  <- column {columns.options!r}, the option texts")
+    return out
+
+
+def check_golds(
+    client: VerifierClient, component: str, rows: Sequence[Mapping[str, Any]], options: Mapping[str, Any]
+) -> GoldCheck:
+    """Have the verifier parse the gold of `component` in every row (the prepared rows: `solution`, `options`)."""
+    check = GoldCheck(component, rows=len(rows))
+    items: list[ScoreItem] = []
+    numbers: list[int] = []
+    for number, row in enumerate(rows):
+        gold = GOLD_READERS[component](row.get("solution"))
+        if gold is None:
+            check.without.append(number)
+            continue
+        texts = {"options": row["options"]} if component == "choice" and row.get("options") else {}
+        try:
+            item = ScoreItem.model_validate(
+                {"id": str(number), "completion": PROBES[component], component: {**options, "gold": gold, **texts}}
+            )
+        except ValidationError:
+            check.refused.append(number)
+            continue
+        items.append(item)
+        numbers.append(number)
+    for number, result in zip(numbers, client.score(items) if items else [], strict=True):
+        part = result.components[component]
+        if part.score is None:
+            check.unjudged.setdefault(str(part.verdict), []).append(number)
+    return check
+
+
+def check_tests(rows: Sequence[Mapping[str, Any]], options: Mapping[str, Any]) -> tuple[list[str], int]:
+    """The code tests of every row, checked against the wire schema (not run): the report, and how many rows have
+    tests the verifier would refuse."""
+    without: list[int] = []
+    malformed: dict[str, list[int]] = {}  # the first words of the error -> rows
+    for number, row in enumerate(rows):
+        try:
+            spec = code_spec(row.get("tests"), options=options)
+        except ValueError as exc:
+            malformed.setdefault(str(exc).split(":", 1)[0], []).append(number)
+            continue
+        if spec is None:
+            without.append(number)
+    unusable = sum(len(numbers) for numbers in malformed.values())
+    out = [f"code tests: {len(rows) - len(without) - unusable} of {len(rows)} rows usable"]
+    if without:
+        out.append(f"  {len(without)} without tests (the reward skips them): rows {row_list(without)}")
+    out += [f"  {len(numbers)} {reason}: rows {row_list(numbers)}" for reason, numbers in malformed.items()]
+    return out, unusable
+
+
+def check_data(
+    client: VerifierClient,
+    rows: Sequence[Mapping[str, Any]],
+    columns: Columns,
+    sent: Sequence[str],
+    options: Mapping[str, Mapping[str, Any]],
+    where: str,
+) -> tuple[list[str], int]:
+    """The report on the prepared `rows` for the components a run sends, and how many rows have a gold answer or
+    tests the verifier cannot use (no reward for them: each costs its generation)."""
+    report = [f"data check of {where}: {len(rows)} rows", *column_map(columns, sent)]
+    unusable = 0
+    for component in (name for name in sent if name in PROBES):
+        gold = check_golds(client, component, rows, options.get(component, {}))
+        report += gold.lines()
+        unusable += gold.unusable
+    if "code" in sent:
+        tests, malformed = check_tests(rows, options.get("code", {}))
+        report += tests
+        unusable += malformed
+    return report, unusable
