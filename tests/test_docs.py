@@ -98,3 +98,32 @@ def test_no_file_tells_users_to_pip_install_the_unpublished_name(path: str) -> N
     the image."""
     found = pip_installs_of(project_name(), (ROOT / path).read_text(errors="replace"))
     assert not found, f"{path} tells users to pip install {project_name()} from an index: {found}"
+
+
+def test_every_compose_variable_is_listed_in_the_env_example() -> None:
+    """`.env.example` is the list of what the compose files read (docs/deploy.md points there): a variable missing
+    from it is a knob nobody can find."""
+    listed = (ROOT / ".env.example").read_text()
+    used = {name for path in ROOT.glob("compose*.yaml") for name in re.findall(r"\$\{(\w+)", path.read_text())}
+    assert used, "the compose files read variables"
+    assert not sorted(name for name in used if not re.search(rf"\b{name}=", listed))
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/deploy.md"])
+def test_docs_with_compose_commands_give_the_v1_spelling(doc: str) -> None:
+    """Compose v1 (`docker-compose`, as on this project's CI machine) runs the same files; a doc that shows v2's
+    `docker compose` commands says how to type them with v1."""
+    text = (ROOT / doc).read_text()
+    assert "docker compose up" in text
+    assert "docker-compose up" in text and "Compose v1" in text
+
+
+@pytest.mark.parametrize("files", ["compose.yaml", "compose.yaml:compose.scale.yaml"])
+def test_the_compose_files_parse_with_compose_v1(files: str) -> None:
+    import shutil
+
+    if shutil.which("docker-compose") is None:
+        pytest.skip("Compose v1 (docker-compose) is not installed")
+    env = {"PATH": "/usr/bin:/bin:/usr/local/bin", "COMPOSE_FILE": files}
+    done = subprocess.run(["docker-compose", "config", "-q"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
