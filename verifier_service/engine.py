@@ -136,15 +136,16 @@ class Engine:
 
     async def score(self, items: list[ScoreItem]) -> list[ItemResult]:
         deadline = asyncio.get_running_loop().time() + self.settings.batch_timeout_s
+        owner = object()  # this request: its tasks share the worker pool fairly with other requests'
         # Many items' text components go to the worker pool, in chunks, while this process extracts the math
         # answers; a few are scored in place, where sending them would cost more than the work.
         sent: list[_Chunk] = []
         try:
             if sum(1 for item in items if text_components(item)) >= WORKER_TEXT_ITEMS:
-                sent = self._send_texts(items, deadline)
+                sent = self._send_texts(items, deadline, owner)
                 await asyncio.sleep(0)  # the chunks reach the workers before the extraction starts
             batch = await self._prepare(items, with_texts=not sent)
-            await asyncio.gather(self._run_math(batch, deadline), self._run_code(batch, deadline))
+            await asyncio.gather(self._run_math(batch, deadline, owner), self._run_code(batch, deadline))
             if sent:
                 results = await self._finish_with_texts(items, batch, sent, deadline)
             else:
@@ -155,14 +156,16 @@ class Engine:
         self.metrics.observe_results(results)
         return results
 
-    def _send_texts(self, items: list[ScoreItem], deadline: float) -> list[_Chunk]:
+    def _send_texts(self, items: list[ScoreItem], deadline: float, owner: object) -> list[_Chunk]:
         """Start scoring the items' text components in the worker pool, in chunks: about four per worker once a batch
         has 128 items per worker (at least 32 items a chunk), so that a worker that gets more of the machine takes
         more of them."""
         size = max(WORKER_TEXT_ITEMS // 2, -(-len(items) // (4 * self.pool.size)))
         timeout = max(0.001, deadline - asyncio.get_running_loop().time())
         return [
-            _Chunk(start, chunk, asyncio.ensure_future(self.pool.run(TextTask.of(chunk), timeout_s=timeout)))
+            _Chunk(
+                start, chunk, asyncio.ensure_future(self.pool.run(TextTask.of(chunk), timeout_s=timeout, owner=owner))
+            )
             for start in range(0, len(items), size)
             if (chunk := items[start : start + size])
         ]
@@ -299,12 +302,12 @@ class Engine:
             return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail="this server runs no sandbox")
         return await self.executor.run(job)
 
-    async def _run_math(self, batch: _Batch, deadline: float) -> None:
+    async def _run_math(self, batch: _Batch, deadline: float, owner: object) -> None:
         if not batch.waiting:
             return
         self.metrics.math_tasks.inc(len(batch.waiting))
         self.metrics.deduplicated.inc(sum(len(v) for v in batch.waiting.values()) - len(batch.waiting))
-        groups = {asyncio.ensure_future(self._run_group(group)): group for group in _groups(batch.waiting)}
+        groups = {asyncio.ensure_future(self._run_group(group, owner)): group for group in _groups(batch.waiting)}
         done = await _finished_by(groups, deadline)
         for future, group in groups.items():
             if future not in done:
@@ -327,9 +330,9 @@ class Engine:
         for index in indexes:
             batch.components[index]["math"] = component
 
-    async def _run_group(self, group: list[MathTask]) -> list[MathResult]:
+    async def _run_group(self, group: list[MathTask], owner: object) -> list[MathResult]:
         timeout = self.settings.math_timeout_s
-        outcomes = await self.pool.run_group(group, timeout_s=timeout)
+        outcomes = await self.pool.run_group(group, timeout_s=timeout, owner=owner)
         return [self._result(outcome, timeout) for outcome in outcomes]
 
     def _result(self, outcome: object, timeout: float) -> MathResult:

@@ -51,3 +51,11 @@ def stall_on_text(task: object) -> object:
     if isinstance(task, TextTask):
         time.sleep(600)
     return worker.run(task)  # type: ignore[arg-type]
+
+
+def timed(task: tuple[int, float]) -> tuple[int, float, int]:
+    """Sleep `task[1]` seconds; say which task it was, when it ended (the monotonic clock the pool's process shares),
+    and which worker ran it."""
+    index, seconds = task
+    time.sleep(seconds)
+    return index, time.monotonic(), os.getpid()

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from verifier_service.pool import TaskTimeout, WorkerCrashed, WorkerPool
+from verifier_service.pool import PoolClosed, TaskTimeout, WorkerCrashed, WorkerPool
 
 
 async def _ready(pool: WorkerPool, timeout: float = 30) -> None:
@@ -132,5 +132,108 @@ def test_a_worker_killed_while_idle_is_replaced_without_a_task() -> None:
             assert await pool.run("still works", timeout_s=5) == "still works"
         finally:
             await pool.close()
+
+    run(main)
+
+
+def _ended_before(outcomes: list[tuple[int, float, int]], moment: float) -> int:
+    return sum(1 for _, ended, _ in outcomes if ended < moment)
+
+
+@pytest.mark.timeout(60)
+def test_a_request_waiting_with_no_worker_gets_one_after_the_current_task_not_the_whole_group() -> None:
+    """One request's long groups hold both workers; another's task runs as soon as one of those tasks ends, and the
+    tasks the group left behind still run, in order."""
+
+    async def main() -> None:
+        pool = WorkerPool(2, "tests.unit.pool_tasks:timed", give_way_after_s=0)
+        await pool.start()
+        try:
+            big = [[(group * 8 + i, 0.2) for i in range(8)] for group in range(2)]
+            groups = [asyncio.ensure_future(pool.run_group(tasks, timeout_s=5, owner="big")) for tasks in big]
+            await asyncio.sleep(0.05)  # both groups are on the workers
+            _, small_ended, _ = await pool.run((99, 0), timeout_s=5, owner="small")
+            outcomes = [outcome for group in await asyncio.gather(*groups) for outcome in group]
+            assert [index for index, _, _ in outcomes] == list(range(16))
+            # One task per worker at most ran before it (16 of the big request's tasks wait behind them); without
+            # fairness, a whole group of 8 did.
+            assert _ended_before(outcomes, small_ended) <= 4
+        finally:
+            await pool.close()
+
+    run(main)
+
+
+@pytest.mark.timeout(60)
+def test_a_young_group_keeps_its_worker() -> None:
+    """A group that has not run for give_way_after_s finishes on its worker (the gold it parsed stays useful); the
+    other request's task runs after it."""
+
+    async def main() -> None:
+        pool = WorkerPool(1, "tests.unit.pool_tasks:timed", give_way_after_s=30)
+        await pool.start()
+        try:
+            group = asyncio.ensure_future(pool.run_group([(i, 0.1) for i in range(4)], timeout_s=5, owner="big"))
+            await asyncio.sleep(0.05)
+            _, small_ended, _ = await pool.run((99, 0), timeout_s=5, owner="small")
+            outcomes = await group
+            assert _ended_before(outcomes, small_ended) == 4
+            assert len({pid for _, _, pid in outcomes}) == 1
+        finally:
+            await pool.close()
+
+    run(main)
+
+
+@pytest.mark.timeout(60)
+def test_a_request_that_has_had_no_worker_goes_before_the_next_group_of_one_that_has() -> None:
+    async def main() -> None:
+        pool = WorkerPool(1, "tests.unit.pool_tasks:timed")
+        await pool.start()
+        try:
+            first = [asyncio.ensure_future(pool.run((i, 0.1), timeout_s=5, owner="first")) for i in range(3)]
+            await asyncio.sleep(0.05)
+            later = asyncio.ensure_future(pool.run((99, 0), timeout_s=5, owner="later"))
+            ended = {index: moment for index, moment, _ in await asyncio.gather(*first, later)}
+            assert sorted(ended, key=ended.__getitem__) == [0, 99, 1, 2]
+        finally:
+            await pool.close()
+
+    run(main)
+
+
+@pytest.mark.timeout(60)
+def test_a_cancelled_wait_leaves_the_worker_to_the_next() -> None:
+    async def main() -> None:
+        pool = WorkerPool(1, "tests.unit.pool_tasks:timed")
+        await pool.start()
+        try:
+            busy = asyncio.ensure_future(pool.run((0, 0.2), timeout_s=5, owner="a"))
+            await asyncio.sleep(0.05)
+            gone = asyncio.ensure_future(pool.run((1, 0), timeout_s=5, owner="b"))
+            waiting = asyncio.ensure_future(pool.run((2, 0), timeout_s=5, owner="c"))
+            await asyncio.sleep(0.05)
+            gone.cancel()
+            assert [index for index, _, _ in await asyncio.gather(busy, waiting)] == [0, 2]
+            assert pool.restarts == 0
+        finally:
+            await pool.close()
+
+    run(main)
+
+
+@pytest.mark.timeout(60)
+def test_closing_the_pool_ends_the_waits() -> None:
+    async def main() -> None:
+        pool = WorkerPool(1, "tests.unit.pool_tasks:timed")
+        await pool.start()
+        busy = asyncio.ensure_future(pool.run((0, 5), timeout_s=10, owner="a"))
+        waiting = asyncio.ensure_future(pool.run((1, 0), timeout_s=5, owner="b"))
+        await asyncio.sleep(0.05)
+        await pool.close()
+        busy.cancel()
+        with pytest.raises(PoolClosed):
+            await waiting
+        await asyncio.gather(busy, return_exceptions=True)
 
     run(main)
