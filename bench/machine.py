@@ -70,15 +70,15 @@ def stop(process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
 
 
 @contextmanager
-def verifier(log: Path | None = None, **settings: str) -> Iterator[str]:
-    """`python -m verifier_service` on a free loopback port, code scoring off, with only these VERIFIER_* settings
-    (none from the environment); its URL once /readyz answers 200. Its output goes to `log` (else this process's);
-    stopped on the way out."""
+def verifier(log: Path | None = None, python: str = sys.executable, **settings: str) -> Iterator[str]:
+    """`python -m verifier_service` (this Python, or `python`) on a free loopback port, code scoring off, with only
+    these VERIFIER_* settings (none from the environment); its URL once /readyz answers 200. Its output goes to `log`
+    (else this process's); stopped on the way out."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
     env |= {"VERIFIER_HOST": "127.0.0.1", "VERIFIER_PORT": str(port), "VERIFIER_CODE_ENABLED": "false"}
     env |= {"VERIFIER_LOG_LEVEL": "warning", **settings}
-    command = [sys.executable, "-m", "verifier_service"]
+    command = [python, "-m", "verifier_service"]
     if log is None:
         process = subprocess.Popen(command, cwd=ROOT, env=env)
     else:
@@ -91,3 +91,10 @@ def verifier(log: Path | None = None, **settings: str) -> Iterator[str]:
         yield url
     finally:
         stop(process)
+
+
+def process_cpu_ns(pid: int) -> int:
+    """A process's time on a CPU so far, all its threads together, those that have ended too (ns, counted by the
+    kernel in clock ticks: 10 ms on most systems): utime and stime of /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
