@@ -41,6 +41,7 @@ GIVE_WAY_AFTER_S = 0.5
 # ends, and answers GAVE_WAY once either way.
 _GIVE_WAY = "give way"
 _GAVE_WAY = "gave way"
+_LEFT = object()  # what the pool reads from a worker that gave way (no task's result can be it)
 
 
 class TaskTimeout(Exception):
@@ -330,7 +331,7 @@ class WorkerPool:
             return False
         while pending:
             outcome = await self._next_outcome(worker, timeout_s)
-            if outcome is _GAVE_WAY:
+            if outcome is _LEFT:
                 return True
             outcomes.append(outcome)
             pending.pop(0)
@@ -338,7 +339,7 @@ class WorkerPool:
             if isinstance(outcome, (TaskTimeout, WorkerCrashed)):
                 return False
         # Asked to give way as it started its last task: its answer comes now, before the next group's results.
-        return not worker.giving_way or await self._next_outcome(worker, timeout_s) is _GAVE_WAY
+        return not worker.giving_way or await self._next_outcome(worker, timeout_s) is _LEFT
 
     async def _acquire(self, owner: Hashable) -> _Worker:
         """A worker for one group of `owner`'s tasks: an idle one, or the first the fair order gives it."""
@@ -433,7 +434,7 @@ class WorkerPool:
             crashed.__cause__ = exc
             return crashed
         if status == _GAVE_WAY:
-            return _GAVE_WAY
+            return _LEFT
         return RuntimeError(value) if status == "error" else value
 
     async def close(self) -> None:
