@@ -196,6 +196,10 @@ class FormatOptions(ComponentSpec):
     require_answer: StrictBool = Field(True, description="A non-empty answer must follow the closing tag.")
 
 
+def _not_set(value: object) -> bool:
+    return value is False
+
+
 def _tag_required(schema: dict[str, Any]) -> None:
     schema["required"] = ["type", *schema.get("required", [])]
 
@@ -207,6 +211,8 @@ class _TaggedTest(_Strict):
 
     hidden: StrictBool = Field(
         False,
+        # Left out of a dump when false: the client's requests stay what a server without the field accepts.
+        exclude_if=_not_set,
         description="A failed test's detail quotes no expected output or value of it (for tests kept from the "
         "model: a trainer that shows details to the model must not show it the answers).",
     )
