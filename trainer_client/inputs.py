@@ -3,65 +3,19 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
-from verifier_service.schema import CodeSpec
+# How a chat completion becomes the text graded, and a number the text of a gold, are the schema's: the one definition
+# that /v1/score, the trainer routes and the adapters use too.
+from verifier_service.schema import CodeSpec, completion_text, number_text, option_letter, valid_unicode
 
-
-def completion_text(completion: str | Sequence[Mapping[str, Any]]) -> str:
-    """The text to grade: a plain completion as is; for a chat completion, the last assistant message.
-
-    >>> completion_text("The answer is 4.")
-    'The answer is 4.'
-    >>> completion_text([{"role": "assistant", "content": "<think>2+2</think>4"}])
-    '<think>2+2</think>4'
-    >>> completion_text([{"role": "assistant", "content": [{"type": "text", "text": "4"}]}])
-    '4'
-
-    A message whose reasoning the trainer parsed out (TRL's `parse_response` does, for tokenizers with a response
-    template or tools) gets it back, in the think tags the format and repetition components read:
-
-    >>> completion_text([{"role": "assistant", "reasoning_content": "2+2", "content": "4"}])
-    '<think>2+2</think>4'
-    """
-    if isinstance(completion, str):
-        return valid_unicode(completion)
-    for message in reversed(completion):
-        if message.get("role", "assistant") == "assistant":
-            text = _content_text(message.get("content"))
-            reasoning = message.get("reasoning_content") or message.get("thinking")
-            return valid_unicode(f"<think>{reasoning}</think>{text}" if isinstance(reasoning, str) else text)
-    return ""
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def valid_unicode(text: str) -> str:
-    """The text with lone surrogates (which no UTF-8 request can carry) replaced by U+FFFD: a decoder that split a
-    character must cost that character, not the whole batch's request.
-
-    >>> valid_unicode("4 \\ud800") == "4 \\ufffd" and valid_unicode("ok") == "ok"
-    True
-    """
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", text)
-    return text
-
-
-def _content_text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    # content blocks: [{"type": "text", "text": ...}, {"type": "image", ...}]
-    return "".join(block.get("text", "") for block in content if isinstance(block, Mapping))
+__all__ = [
+    "GOLD_READERS", "LETTERS", "answer_gold", "choice_gold", "code_spec", "code_tests", "column", "completion_text",
+    "gold_text", "not_json_tests", "option_texts", "valid_unicode",
+]  # fmt: skip
 
 
 def column(kwargs: Mapping[str, Any], name: str, rows: int) -> list[Any]:
@@ -79,10 +33,15 @@ def column(kwargs: Mapping[str, Any], name: str, rows: int) -> list[Any]:
 
 
 def gold_text(value: Any) -> str | None:
-    """A gold answer as text; None (the row is not a math row) when the column is empty."""
+    """A gold answer as text (a number as `schema.number_text` writes it); None (the row is not a math row) when the
+    column is empty.
+
+    >>> gold_text(" 72 "), gold_text(72), gold_text(0.5), gold_text(""), gold_text(None)
+    ('72', '72', '0.5', None, None)
+    """
     if value is None:
         return None
-    text = str(value).strip()
+    text = (value if isinstance(value, str) else number_text(value)).strip()
     return text or None
 
 
@@ -91,18 +50,17 @@ LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 def choice_gold(value: Any) -> str | list[str] | None:
     """A multiple-choice gold as `ChoiceSpec.gold` takes it: a letter, or a list of letters (multi-select). An int
-    is a 0-based option index (MMLU's `answer`); None (the row is not a choice row) when the column is empty.
+    is a 0-based option index (MMLU's `answer`), read as the schema reads one (`schema.option_letter`), so that a
+    dataset's column holds letters; None (the row is not a choice row) when the column is empty.
 
-    >>> choice_gold("B"), choice_gold(2), choice_gold(["A", 3]), choice_gold(" "), choice_gold([])
+    >>> choice_gold(" B"), choice_gold(2), choice_gold(["A", 3]), choice_gold(" "), choice_gold([])
     ('B', 'C', ['A', 'D'], None, None)
     """
     if isinstance(value, (list, tuple)):
         letters = [letter for letter in (choice_gold(v) for v in value) if isinstance(letter, str)]
         return letters or None
     if isinstance(value, int) and not isinstance(value, bool):
-        if not 0 <= value < len(LETTERS):
-            raise ValueError(f"a choice gold given as an option index must be 0 to 25, got {value}")
-        return LETTERS[value]
+        return option_letter(value, LETTERS)
     return gold_text(value)
 
 
@@ -163,13 +121,13 @@ def code_spec(
 def code_tests(value: Any, *, column: str = "tests", entry_point: str | None = None) -> Any:
     """A row's code tests as plain data: a list of tests or a `CodeSpec`-shaped dict; None when the row has none.
 
-    Accepts either as is or as a JSON string (as datasets often store them); a list of plain strings is a list of
-    assert tests (MBPP's `test_list`); a HumanEval test (a `def check(candidate): ...` string, not JSON) becomes
-    one assert test that calls `check(<entry_point>)` when the row's `entry_point` is given, and a clear error
-    otherwise. The tests themselves are checked by `code_spec`.
+    Accepts either as is or as a JSON string (as datasets often store them); a plain string in the list is an assert
+    test (MBPP's `test_list`), as `CodeSpec` reads it; a HumanEval test (a `def check(candidate): ...` string, not
+    JSON) becomes one assert test that calls `check(<entry_point>)` when the row's `entry_point` is given, and a
+    clear error otherwise. The tests themselves are checked by `code_spec`.
 
-    >>> code_tests(["assert f(1) == 2", "assert f(2) == 3"])[1]
-    {'type': 'assert', 'code': 'assert f(2) == 3'}
+    >>> code_tests('["assert f(1) == 2", "assert f(2) == 3"]')[1]
+    'assert f(2) == 3'
     >>> code_tests("def check(candidate):\\n    assert candidate(1) == 2\\n", entry_point="f")[0]["code"].split()[-1]
     'check(f)'
     """
@@ -184,8 +142,6 @@ def code_tests(value: Any, *, column: str = "tests", entry_point: str | None = N
             raise ValueError(not_json_tests(column, value)) from None
     if not value:
         return None
-    if isinstance(value, Sequence) and not isinstance(value, str) and all(isinstance(t, str) for t in value):
-        return [{"type": "assert", "code": test} for test in value]
     return value
 
 

@@ -6,14 +6,23 @@ models and the trainer client builds and parses with them. It imports pydantic a
 
 from __future__ import annotations
 
+import math
+import numbers
+import re
+from collections.abc import Sequence
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, TypeGuard, get_args
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
+    StrictFloat,
+    StrictInt,
+    TypeAdapter,
+    ValidationError,
     field_validator,
     model_validator,
 )
@@ -86,6 +95,174 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# --- Inputs as trainers hold them ---------------------------------------------------------------------------------
+# /v1/score, the trainer client, the trainer routes and the adapters all validate with these models, so the shapes
+# trainers keep their data in are read here, once: a number as a gold answer, a bare string as an assert test, a chat
+# list as the completion or the prompt. Numbers in options are JSON numbers: "12" and true are not 12 (JsonInt,
+# StrictFloat; a float option takes an integer, an integer option a float with no fraction, as JSON Schema's
+# "integer" does: 12.0).
+
+
+def _listed(value: Any) -> TypeGuard[list[Any] | tuple[Any, ...]]:
+    return isinstance(value, (list, tuple))  # `list | tuple` would build a union on every call
+
+
+def _integral(value: Any) -> Any:
+    """A float with no fraction as an int; anything else as it is, for a strict int to judge."""
+    return int(value) if type(value) is float and value.is_integer() else value
+
+
+JsonInt = Annotated[StrictInt, BeforeValidator(_integral)]
+JsonIntOrNone = Annotated[StrictInt | None, BeforeValidator(_integral)]  # so that its bounds are published as such
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class ContentPart(_Lenient):
+    """A part of a message's content (OpenAI's content parts): its `text` is read; a part without one (an image) adds
+    nothing."""
+
+    type: str | None = None
+    text: str | None = None
+
+
+class ChatMessage(_Lenient):
+    """A chat message, as OpenAI's API and TRL's conversational datasets hold it; other keys (tool calls, names) are
+    ignored. `reasoning_content` (or `thinking`) is reasoning a trainer parsed out of the message (TRL's
+    `parse_response` does): it is put back, in think tags, before the text."""
+
+    role: str = "assistant"
+    content: str | list[ContentPart] | None = None
+    reasoning_content: str | None = None
+    thinking: str | None = None
+
+    def text(self) -> str:
+        """The content as one text: a string as it is, the parts' texts joined."""
+        if self.content is None or isinstance(self.content, str):
+            return self.content or ""
+        return "".join(part.text for part in self.content if part.text is not None)
+
+
+_CHAT: TypeAdapter[list[ChatMessage]] = TypeAdapter(list[ChatMessage])
+_CHAT_SHAPE = "a string, or a list of chat messages ({role, content}; content a string or a list of {type, text} parts)"
+
+
+def _chat(value: Any, field: str) -> list[ChatMessage]:
+    """`value` as chat messages; a ValueError naming `field` and the place that is not a message (never a value)."""
+    try:
+        return _CHAT.validate_python(value)
+    except ValidationError as exc:
+        index, *inner = exc.errors()[0]["loc"]
+        what = f"its {inner[0]!r} is not valid" if inner else "it is not an object"
+        raise ValueError(f"{field} must be {_CHAT_SHAPE}; message {index}: {what}") from None
+
+
+def completion_text(completion: str | Sequence[Any]) -> str:
+    """The text to grade: a plain completion as it is; for a chat completion, the last assistant message (a message
+    without a role is one), with its parsed-out reasoning put back in think tags. Lone surrogates (which no UTF-8
+    request can carry) become U+FFFD. The one definition: `ScoreItem` validates a chat completion with it, and the
+    trainer client calls it on whatever TRL passes.
+
+    >>> completion_text("The answer is 4.")
+    'The answer is 4.'
+    >>> completion_text([{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "<think>2+2</think>4"}])
+    '<think>2+2</think>4'
+    >>> completion_text([{"role": "assistant", "content": [{"type": "text", "text": "4"}]}])
+    '4'
+    >>> completion_text([{"role": "assistant", "reasoning_content": "2+2", "content": "4"}])
+    '<think>2+2</think>4'
+    """
+    if isinstance(completion, str):
+        return valid_unicode(completion)
+    for message in reversed(_chat(completion, "completion")):
+        if message.role == "assistant":
+            reasoning = message.reasoning_content or message.thinking
+            text = message.text()
+            return valid_unicode(f"<think>{reasoning}</think>{text}" if reasoning is not None else text)
+    return ""
+
+
+def prompt_text(prompt: str | Sequence[Any]) -> str:
+    """A prompt as text: a chat prompt's messages, each as its text, one after another.
+
+    >>> prompt_text([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}])
+    'Be brief.\\n\\n2+2?'
+    """
+    if isinstance(prompt, str):
+        return valid_unicode(prompt)
+    return valid_unicode("\n\n".join(message.text() for message in _chat(prompt, "prompt")))
+
+
+def valid_unicode(text: str) -> str:
+    """The text with lone surrogates replaced by U+FFFD: a decoder that split a character must cost that character,
+    not the whole batch's request.
+
+    >>> valid_unicode("4 \\ud800") == "4 \\ufffd" and valid_unicode("ok") == "ok"
+    True
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+MAX_GOLD_DIGITS = 4000  # an int gold with more digits is refused: Python turns at most 4300 into text by default
+
+
+def number_text(value: Any) -> str:
+    """A gold answer given as a number, as text: an int in digits, a float as Python writes it (72.0, 1e+20). A
+    boolean is not a number; a non-finite float, or an int of more than MAX_GOLD_DIGITS digits, is refused.
+
+    >>> number_text(72), number_text(0.5), number_text(-3.0)
+    ('72', '0.5', '-3.0')
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError("a gold answer must be a string or a number (not a boolean)")
+    if isinstance(value, numbers.Integral):
+        number = int(value)
+        if number.bit_length() > _GOLD_BITS:
+            raise ValueError(
+                f"a gold given as a number has at most {MAX_GOLD_DIGITS} digits; send a longer one as text"
+            )
+        return str(number)
+    number_ = float(value)
+    if not math.isfinite(number_):
+        raise ValueError("a gold given as a number must be finite")
+    return repr(number_)
+
+
+_GOLD_BITS = int(MAX_GOLD_DIGITS * math.log2(10))  # 10**MAX_GOLD_DIGITS needs one more bit: never past the limit
+
+
+def _gold_text(value: Any) -> Any:
+    """A gold that is a number, as text; anything else as it is, for the field's own type to judge."""
+    if type(value) is str:  # the common case, first: this runs for every gold of every request
+        return value
+    return number_text(value) if isinstance(value, numbers.Number) else value
+
+
+def _golds_text(value: Any) -> Any:
+    """`_gold_text` for a gold or for each of a list of them."""
+    if _listed(value):
+        return [_gold_text(gold) for gold in value]
+    return _gold_text(value)
+
+
+# What the published schema shows a client may send where a validator above reads more than the field's own type.
+_GoldInput = Annotated[str, Field(min_length=1, max_length=10_000)] | StrictInt | StrictFloat
+_GoldsInput = str | StrictInt | StrictFloat | list[str | StrictInt | StrictFloat]
+_AssertString = Annotated[str, Field(description="An assert test: the same as {type: assert, code: <the string>}.")]
+_ChatInput = str | list[ChatMessage]
+_Index = Annotated[StrictInt, Field(ge=0, le=25, description="A 0-based option index: 0 is the first letter.")]
+_LettersInput = str | _Index | list[str | _Index]
+
+
 Role = Literal["primary", "shaping"]
 PrimaryName = Literal["math", "code", "choice", "answer"]  # the components that judge correctness
 
@@ -111,7 +288,7 @@ class GatedSpec(ComponentSpec):
     correct_from: PrimaryName | None = Field(
         None, description="The component that says whether the answer is right; default: the item's only one."
     )
-    correct_threshold: float = Field(
+    correct_threshold: StrictFloat = Field(
         1.0, ge=0, le=1, description="That component's score from which the answer counts as right."
     )
 
@@ -121,7 +298,7 @@ class GatedSpec(ComponentSpec):
 
 
 _TAG_PATTERN = r"^[A-Za-z][\w-]{0,31}$"
-Finite = Annotated[float, Field(ge=-WEIGHT_LIMIT, le=WEIGHT_LIMIT, allow_inf_nan=False)]
+Finite = Annotated[StrictFloat, Field(ge=-WEIGHT_LIMIT, le=WEIGHT_LIMIT, allow_inf_nan=False)]
 LengthUnit = Literal["tokens", "chars"]
 
 
@@ -144,14 +321,14 @@ class MathOptions(_Strict):
         min_length=1,
         description="Which forms are extracted from the gold answer; default: `extraction`.",
     )
-    boxed_priority: int = Field(
+    boxed_priority: JsonInt = Field(
         0,
         ge=-1,
         le=1000,
         description="Priority of \\boxed{} among extraction patterns (0 first, 50 after 'final answer is', -1 never).",
     )
-    float_rounding: int = Field(6, ge=0, le=15, description="Decimal places floats are rounded to.")
-    numeric_precision: int = Field(15, ge=1, le=100, description="Significant digits for numeric evaluation.")
+    float_rounding: JsonInt = Field(6, ge=0, le=15, description="Decimal places floats are rounded to.")
+    numeric_precision: JsonInt = Field(15, ge=1, le=100, description="Significant digits for numeric evaluation.")
     strict: StrictBool = Field(True, description="Variables matter and sets never equal tuples.")
     allow_set_relation_comp: StrictBool = Field(False, description="Let a relation (1 < x < 2) equal a set ((1, 2)).")
     string_choices: tuple[str, ...] = Field(
@@ -178,9 +355,14 @@ class MathSpec(ComponentSpec):
     )  # fmt: skip
 
     gold: str = Field(
-        ..., min_length=1, max_length=10_000, description="The right answer: a number, an expression, LaTeX."
+        ...,
+        min_length=1,
+        max_length=10_000,
+        description="The right answer: an expression, LaTeX, or a number (as text or as a JSON number).",
     )
     options: MathOptions = Field(MathOptions(), description="How answers are extracted and compared.")
+
+    _gold_number = field_validator("gold", mode="before", json_schema_input_type=_GoldInput)(_gold_text)
 
 
 class FormatOptions(ComponentSpec):
@@ -228,7 +410,7 @@ class StdioTest(_TaggedTest):
         "tokens",
         description="tokens: whitespace-separated; exact: byte for byte; float: tokens, numbers within tolerance",
     )
-    tolerance: float = Field(1e-6, ge=0, le=1)
+    tolerance: StrictFloat = Field(1e-6, ge=0, le=1)
 
 
 class CallTest(_TaggedTest):
@@ -239,7 +421,7 @@ class CallTest(_TaggedTest):
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     expected: Any = None
-    tolerance: float = Field(0.0, ge=0, le=1, description="0: numbers compare exactly (240.0 == 240)")
+    tolerance: StrictFloat = Field(0.0, ge=0, le=1, description="0: numbers compare exactly (240.0 == 240)")
 
 
 class AssertTest(_TaggedTest):
@@ -248,6 +430,7 @@ class AssertTest(_TaggedTest):
 
 
 CodeTest = Annotated[StdioTest | CallTest | AssertTest, Field(discriminator="type")]
+_TestsInput = Annotated[list[CodeTest | _AssertString], Field(min_length=1, max_length=1000)]
 
 
 class CodeSpec(ComponentSpec):
@@ -262,14 +445,23 @@ class CodeSpec(ComponentSpec):
     null_verdicts = (Verdict.SANDBOX_UNAVAILABLE, Verdict.INVALID_TEST, Verdict.DEADLINE_EXCEEDED)
 
     language: Literal["python"] = "python"
-    tests: list[CodeTest] = Field(..., min_length=1, max_length=1000)
-    timeout_s: float = Field(5.0, gt=0, le=60, description="wall-clock limit per test")
-    memory_mb: int = Field(512, ge=16, le=8192)
-    cpu_s: float | None = Field(None, gt=0, le=60, description="default: timeout_s")
-    max_processes: int | None = Field(None, ge=1, le=1024)
-    max_output_bytes: int | None = Field(None, ge=1024, le=256 * 1024 * 1024)
-    max_file_mb: int | None = Field(None, ge=1, le=1024)
+    tests: list[CodeTest] = Field(
+        ..., min_length=1, max_length=1000, description="The tests; a bare string is an assert test (MBPP's test_list)."
+    )
+    timeout_s: StrictFloat = Field(5.0, gt=0, le=60, description="wall-clock limit per test")
+    memory_mb: JsonInt = Field(512, ge=16, le=8192)
+    cpu_s: StrictFloat | None = Field(None, gt=0, le=60, description="default: timeout_s")
+    max_processes: JsonIntOrNone = Field(None, ge=1, le=1024)
+    max_output_bytes: JsonIntOrNone = Field(None, ge=1024, le=256 * 1024 * 1024)
+    max_file_mb: JsonIntOrNone = Field(None, ge=1, le=1024)
     think_tag: str = Field("think", pattern=r"^[A-Za-z][\w-]{0,31}$")
+
+    @field_validator("tests", mode="before", json_schema_input_type=_TestsInput)
+    @classmethod
+    def _assert_strings(cls, tests: Any) -> Any:
+        if _listed(tests):
+            return [{"type": "assert", "code": test} if isinstance(test, str) else test for test in tests]
+        return tests
 
 
 Scope = Literal["all", "reasoning", "answer"]
@@ -291,7 +483,9 @@ class ChoiceSpec(ComponentSpec):
     null_verdicts = (Verdict.BAD_GOLD,)
 
     gold: str | tuple[str, ...] = Field(
-        ..., description="The right letter, or a list of letters that must all be chosen (multi-select)."
+        ...,
+        description="The right letter, or a list of letters that must all be chosen (multi-select); a letter may be "
+        "given as its 0-based option index (MMLU's `answer`).",
     )
     options: tuple[str, ...] | None = Field(
         None, max_length=26, description="The options' texts, in letter order; an answer may name one by its text."
@@ -303,10 +497,56 @@ class ChoiceSpec(ComponentSpec):
     )
     think_tag: str = _think_tag()
 
+    # The model validator below reads indexes (it needs the letters); this one only publishes them.
+    _indexes = field_validator("gold", mode="before", json_schema_input_type=_LettersInput)(lambda gold: gold)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _indexes_as_letters(cls, data: Any) -> Any:
+        """A gold given as option indexes, as letters (of this spec's letters); the fields are checked after."""
+        if not isinstance(data, dict) or not _has_index(gold := data.get("gold")):
+            return data
+        letters, options = data.get("letters"), data.get("options")
+        known = _option_letters(letters if isinstance(letters, str) else None, options if _sized(options) else None)
+        golds = [_letter(one, known) for one in gold] if _listed(gold) else _letter(gold, known)
+        return {**data, "gold": golds}
+
     def option_letters(self) -> str:
-        if self.letters is not None:
-            return self.letters.upper()
-        return "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: len(self.options)] if self.options else "ABCDEFGHIJ"
+        return _option_letters(self.letters, self.options)
+
+
+def _option_letters(letters: str | None, options: Sequence[Any] | None) -> str:
+    if letters is not None:
+        return letters.upper()
+    return "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: len(options)] if options else "ABCDEFGHIJ"
+
+
+def _is_index(value: Any) -> bool:
+    """An int, or a float with no fraction (JSON Schema's integer): never a boolean."""
+    return (isinstance(value, int) and not isinstance(value, bool)) or (type(value) is float and value.is_integer())
+
+
+def _has_index(gold: Any) -> bool:
+    return _is_index(gold) or (_listed(gold) and any(_is_index(one) for one in gold))
+
+
+def _sized(value: Any) -> bool:
+    return _listed(value) and len(value) <= 26
+
+
+def _letter(gold: Any, letters: str) -> Any:
+    return option_letter(int(gold), letters) if _is_index(gold) else gold
+
+
+def option_letter(index: int, letters: str) -> str:
+    """The letter of a 0-based option index (MMLU's `answer`) among `letters`.
+
+    >>> option_letter(2, "ABCD")
+    'C'
+    """
+    if not 0 <= index < len(letters):
+        raise ValueError(f"a gold given as an option index must be 0 to {len(letters) - 1} (one per option letter)")
+    return letters[index]
 
 
 class AnswerSpec(ComponentSpec):
@@ -320,11 +560,15 @@ class AnswerSpec(ComponentSpec):
     )  # fmt: skip
     null_verdicts = (Verdict.BAD_GOLD,)
 
-    gold: str | tuple[str, ...] = Field(..., description="The answer, or a list of accepted aliases.")
+    gold: str | tuple[str, ...] = Field(
+        ..., description="The answer, or a list of accepted aliases; a number (a JSON number) is read as its text."
+    )
     match: Literal["exact", "f1"] = Field(
         "exact", description="exact: 1 or 0 after normalisation; f1: word-overlap F1 with the best alias."
     )
     think_tag: str = _think_tag()
+
+    _gold_numbers = field_validator("gold", mode="before", json_schema_input_type=_GoldsInput)(_golds_text)
 
     @field_validator("gold")
     @classmethod
@@ -343,11 +587,11 @@ class OverlongSpec(ComponentSpec):
     null_verdicts = (Verdict.TRUNCATED, Verdict.LENGTH_UNKNOWN)  # truncated: only with on_truncated "null"
     range_text = "[-penalty, 0]"
 
-    max_tokens: int = Field(..., ge=1, le=100_000_000, description="The generation cap (max_completion_length).")
-    buffer_tokens: int | None = Field(
+    max_tokens: JsonInt = Field(..., ge=1, le=100_000_000, description="The generation cap (max_completion_length).")
+    buffer_tokens: JsonIntOrNone = Field(
         None, ge=0, description="Length of the soft zone before the cap; default: max_tokens // 5."
     )
-    penalty: float = Field(1.0, gt=0, le=WEIGHT_LIMIT, allow_inf_nan=False, description="The score at the cap.")
+    penalty: StrictFloat = Field(1.0, gt=0, le=WEIGHT_LIMIT, allow_inf_nan=False, description="The score at the cap.")
     on_truncated: Literal["penalty", "null"] = Field(
         "penalty",
         description="A truncated completion (`truncated: true`) scores -penalty, or null (skipped in training).",
@@ -379,16 +623,18 @@ class LengthSpec(GatedSpec):
     range_text = "cosine: [lowest, highest] of the four ends; target: [min(0, wrong_score), max(1, wrong_score)]"
 
     mode: Literal["cosine", "target"] = "cosine"
-    max_tokens: int | None = Field(
+    max_tokens: JsonIntOrNone = Field(
         None, ge=1, le=100_000_000, description="cosine (required): where `*_long` is reached."
     )
     correct_short: Finite = Field(1.0, description="cosine: a right answer of length 0.")
     correct_long: Finite = Field(0.5, description="cosine: a right answer at max_tokens.")
     wrong_short: Finite = Field(-1.0, description="cosine: a wrong answer of length 0.")
     wrong_long: Finite = Field(-0.5, description="cosine: a wrong answer at max_tokens.")
-    target_tokens: int | None = Field(None, ge=0, le=100_000_000, description="target (required): the length aimed at.")
+    target_tokens: JsonIntOrNone = Field(
+        None, ge=0, le=100_000_000, description="target (required): the length aimed at."
+    )
     kind: Literal["up_to", "exact"] = Field("up_to", description="target: up_to charges only excess length.")
-    scale_tokens: int | None = Field(
+    scale_tokens: JsonIntOrNone = Field(
         None,
         ge=1,
         le=100_000_000,
@@ -428,8 +674,8 @@ class RepetitionSpec(ComponentSpec):
     verdicts = (Verdict.NO_REPETITION, Verdict.REPETITIVE, Verdict.LOOP, Verdict.TOO_SHORT)
     range_text = "[max_penalty, 0]"
 
-    n: int = Field(3, ge=1, le=32, description="n-gram size, in units.")
-    max_penalty: float = Field(-1.0, le=0, ge=-WEIGHT_LIMIT, allow_inf_nan=False, description="The lowest score.")
+    n: JsonInt = Field(3, ge=1, le=32, description="n-gram size, in units.")
+    max_penalty: StrictFloat = Field(-1.0, le=0, ge=-WEIGHT_LIMIT, allow_inf_nan=False, description="The lowest score.")
     scope: Scope = Field(
         "all", description="all: the whole completion; reasoning: the reasoning block; answer: the text after it."
     )
@@ -444,7 +690,7 @@ class RepetitionSpec(ComponentSpec):
         return (self.max_penalty, 0.0)
 
 
-Weight = Annotated[float, Field(ge=-WEIGHT_LIMIT, le=WEIGHT_LIMIT, allow_inf_nan=False)]
+Weight = Annotated[StrictFloat, Field(ge=-WEIGHT_LIMIT, le=WEIGHT_LIMIT, allow_inf_nan=False)]
 
 
 def _publish_item_rules(schema: dict[str, Any]) -> None:
@@ -466,10 +712,14 @@ class ScoreItem(_Strict):
 
     model_config = ConfigDict(json_schema_extra=_publish_item_rules)
 
-    completion: str = Field(..., description="The model's output, as text.")
+    completion: str = Field(
+        ...,
+        description="The model's output: text, or a chat completion (its last assistant message is graded, with its "
+        "reasoning_content in think tags).",
+    )
     id: str | None = Field(None, max_length=256, description="Echoed back in the result.")
-    prompt: str | None = Field(None, description="Not scored; kept for logs.")
-    completion_tokens: int | None = Field(
+    prompt: str | None = Field(None, description="Not scored; kept for logs. Text, or a chat prompt.")
+    completion_tokens: JsonIntOrNone = Field(
         None, ge=0, le=100_000_000, description="The completion's length in tokens (for overlong and length)."
     )
     truncated: StrictBool | None = Field(
@@ -493,6 +743,16 @@ class ScoreItem(_Strict):
         description="Send an item whose weights and options let a wrong answer score at least as much as a right one "
         "(refused with 422 otherwise).",
     )
+
+    @field_validator("completion", mode="before", json_schema_input_type=_ChatInput)
+    @classmethod
+    def _completion_text(cls, completion: Any) -> Any:
+        return completion_text(completion) if _listed(completion) else completion
+
+    @field_validator("prompt", mode="before", json_schema_input_type=_ChatInput | None)
+    @classmethod
+    def _prompt_text(cls, prompt: Any) -> Any:
+        return prompt_text(prompt) if _listed(prompt) else prompt
 
     @model_validator(mode="after")
     def _check_components(self) -> ScoreItem:

@@ -208,3 +208,33 @@ def test_the_adapters_address_variable_is_not_an_unknown_service_setting() -> No
     assert unknown_settings({"VERIFIER_URL": "http://verifier:8088", "VERIFIER_APIKEY": "k"}) == {
         "VERIFIER_APIKEY": "VERIFIER_API_KEY"
     }
+
+
+CHAT = [
+    {"role": "user", "content": "6*7?"},
+    {"role": "assistant", "reasoning_content": "6*7", "content": [{"type": "text", "text": "42"}]},
+]
+
+
+@pytest.mark.parametrize(
+    ("ground_truth", "data_source", "spec"),
+    [
+        (72, None, {"math": {"gold": 72}}),
+        (72.0, None, {"math": {"gold": 72.0}}),
+        ({"math": {"gold": 72}}, None, {"math": {"gold": 72}}),
+        ('{"math": {"gold": 72}}', None, {"math": {"gold": 72}}),
+        (["assert f() == 72"], "mbpp", {"code": {"tests": ["assert f() == 72"]}}),
+        (1, None, {"choice": {"gold": 1}}),
+    ],
+)
+def test_the_adapters_read_a_sample_as_the_schema_does(ground_truth: Any, data_source: Any, spec: Any) -> None:
+    """One normalisation (issue 23, point 4): what an adapter sends for a sample is what /v1/score makes of the
+    sample's raw shapes, since both are the schema's validators (and the client's completion_text is the schema's)."""
+    import trainer_client.inputs
+    import verifier_service.schema
+
+    assert trainer_client.inputs.completion_text is verifier_service.schema.completion_text
+    options = {"components": ["choice"]} if "choice" in spec else {}
+    item = build_item(CHAT, ground_truth, config(**options), data_source=data_source)
+    raw = verifier_service.schema.ScoreItem.model_validate({"completion": CHAT, **spec})
+    assert item == raw and item.completion == "<think>6*7</think>42"

@@ -29,6 +29,7 @@ from trainer_client.data import (
     to_row,
 )
 from trainer_client.gsm8k import SYSTEM_PROMPT, gold_answer, load_gsm8k
+from trainer_client.inputs import code_spec
 from trainer_client.metrics import VERDICTS
 from trainer_client.reward_group import ComponentReward
 from verifier_service.schema import COMPONENTS, PRIMARIES
@@ -114,7 +115,12 @@ def test_mbpp_rows_become_code_prompts_with_assert_tests(tmp_path: Path) -> None
     assert "```python" in CODE_SYSTEM_PROMPT and "<think>" in CODE_SYSTEM_PROMPT
     asserts = rows[0]["test_list"]
     assert isinstance(asserts, list)
-    assert json.loads(first["tests"]) == [{"type": "assert", "code": test} for test in asserts]
+    assert json.loads(first["tests"]) == asserts  # kept as MBPP writes them: the schema reads each as an assert test
+    spec = code_spec(first["tests"])
+    assert spec is not None
+    assert [test.model_dump(include={"type", "code"}) for test in spec.tests] == [
+        {"type": "assert", "code": test} for test in asserts
+    ]
     # MBPP's text names no function; its asserts do, so the prompt lists them (as MBPP's own prompt does)
     task = first["prompt"][1]["content"]
     assert task == f"{rows[0]['text']} Your code should pass these tests:\n" + "\n".join(asserts)

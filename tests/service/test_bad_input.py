@@ -105,3 +105,30 @@ def test_the_api_key_is_checked_before_the_body(tmp_path: Any) -> None:
         assert authed.status_code == 422
         refused = post(server.url, {"items": [item()]}, headers={"Authorization": "Basic k3y"})
         assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+
+
+@pytest.mark.parametrize(
+    ("where", "value"),
+    [
+        ("items.0.completion_tokens", {"completion_tokens": "12"}),
+        ("items.0.completion_tokens", {"completion_tokens": True}),
+        ("items.0.completion_tokens", {"completion_tokens": 12.5}),
+        ("items.0.math.options.float_rounding", {"math": {"gold": "4", "options": {"float_rounding": "6"}}}),
+        ("items.0.overlong.max_tokens", {"overlong": {"max_tokens": True}}),
+        ("items.0.overlong.penalty", {"overlong": {"max_tokens": 10, "penalty": "0.5"}}),
+        ("items.0.overlong.penalty", {"overlong": {"max_tokens": 10, "penalty": True}}),
+        ("items.0.weights.math", {"weights": {"math": "2"}}),
+        ("items.0.weights.math", {"weights": {"math": False}}),
+        ("items.0.code.timeout_s", {"code": {"tests": ["assert True"], "timeout_s": "5"}}),
+    ],
+)
+def test_numbers_are_json_numbers(server: Server, where: str, value: dict[str, Any]) -> None:
+    """Issue 23: "12" and true are not 12. An integer option takes an integer (12.0 is one, as in JSON Schema), a
+    float option any number."""
+    response = post(server.url, {"items": [item(**value)]})
+    assert response.status_code == 422, response.text
+    [error] = response.json()["errors"]
+    assert error["loc"] == where and error["msg"].startswith("Input should be a valid"), error
+    accepted = post(server.url, {"items": [item(completion_tokens=12.0, overlong={"max_tokens": 10, "penalty": 1})]})
+    assert accepted.status_code == 200, accepted.text
+    assert accepted.json()["results"][0]["components"]["overlong"]["detail"].startswith("12 tokens")

@@ -52,6 +52,27 @@ def test_the_item_rules_are_in_the_published_schema(spec: dict[str, Any]) -> Non
     )
 
 
+def test_the_shapes_trainers_hold_are_published(spec: dict[str, Any]) -> None:
+    """What the schema's validators read (issue 23, point 4) is what the document says a client may send."""
+    item = validator(spec, "ScoreItem")
+    chat = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": [{"type": "text", "text": "4"}]}]
+    for shape in (
+        {"completion": chat, "prompt": chat[:1], "math": {"gold": 4}},
+        {"completion": "x", "math": {"gold": 0.5}},
+        {"completion": "x", "code": {"tests": ["assert f() == 1", {"type": "assert", "code": "assert 1"}]}},
+        {"completion": "x", "choice": {"gold": 2}},
+        {"completion": "x", "answer": {"gold": ["Paris", 75]}},
+    ):
+        assert item.is_valid(shape), shape
+    for refused in (
+        {"completion": "x", "math": {"gold": True}},
+        {"completion": "x", "format": {}, "completion_tokens": "12"},
+        {"completion": "x", "format": {}, "completion_tokens": True},
+        {"completion": "x", "overlong": {"max_tokens": 10, "penalty": "1"}},
+    ):
+        assert not item.is_valid(refused), refused
+
+
 def test_the_response_schema_lists_every_field_and_verdict(spec: dict[str, Any]) -> None:
     schemas = spec["components"]["schemas"]
     result = schemas["ComponentResult"]["properties"]

@@ -191,3 +191,62 @@ def test_response_is_plain_json_with_no_unused_fields(server: Server) -> None:
         "status": "ok",
         "components": {"format": {"score": 1.0, "verdict": "ok", "detail": None}},
     }
+
+
+ADD = "```python\ndef add(a, b):\n    return a + b\n```"
+# (as a trainer holds it, the same item as text): /v1/score reads the first as the second (issue 23, point 4)
+TRAINER_SHAPES = {
+    "a number as the math gold": (math_item("\\boxed{72}", 72), math_item("\\boxed{72}", "72")),  # type: ignore[arg-type]
+    "a float as the math gold": (math_item("\\boxed{0.5}", 0.5), math_item("\\boxed{0.5}", "0.5")),  # type: ignore[arg-type]
+    "a chat completion, reasoning parsed out": (
+        {"completion": [{"role": "user", "content": "6*7?"},
+                        {"role": "assistant", "reasoning_content": "6*7", "content": "\\boxed{42}"}],
+         "prompt": [{"role": "user", "content": "6*7?"}], "math": {"gold": "42"}, "format": {}},
+        {"completion": "<think>6*7</think>\\boxed{42}", "prompt": "6*7?", "math": {"gold": "42"}, "format": {}},
+    ),
+    "content parts": (
+        {"completion": [{"role": "assistant", "content": [{"type": "text", "text": "\\boxed{"},
+                                                          {"type": "image_url"}, {"type": "text", "text": "7}"}]}],
+         "math": {"gold": "7"}},
+        math_item("\\boxed{7}", "7"),
+    ),
+    "assert strings as code tests": (
+        {"completion": ADD, "code": {"tests": ["assert add(1, 2) == 3", "assert add(1, 1) == 3"]}},
+        {"completion": ADD, "code": {"tests": [{"type": "assert", "code": "assert add(1, 2) == 3"},
+                                               {"type": "assert", "code": "assert add(1, 1) == 3"}]}},
+    ),
+    "an option index as the choice gold": (
+        {"completion": "\\boxed{C}", "choice": {"gold": 2, "options": ["4", "5", "6"]}},
+        {"completion": "\\boxed{C}", "choice": {"gold": "C", "options": ["4", "5", "6"]}},
+    ),
+    "numbers among answer aliases": (
+        {"completion": "Answer: 1969", "answer": {"gold": ["nineteen sixty-nine", 1969]}},
+        {"completion": "Answer: 1969", "answer": {"gold": ["nineteen sixty-nine", "1969"]}},
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", TRAINER_SHAPES)
+def test_the_shapes_trainers_hold_are_scored_as_their_text(server: Server, shape: str) -> None:
+    """A number as a gold, assert strings as tests, a chat list as the completion or prompt: the client, the trainer
+    routes and the adapters take them, and so does /v1/score, through the same schema validators."""
+    held, as_text = TRAINER_SHAPES[shape]
+    first, second = results(server, [held, as_text])
+    assert first == second and first["status"] == "ok" and first["reward"] > 0, first
+
+
+@pytest.mark.parametrize(
+    ("gold", "message"),
+    [
+        ("true", "a gold answer must be a string or a number (not a boolean)"),
+        ("NaN", "a gold given as a number must be finite"),
+        ("1e999", "a gold given as a number must be finite"),
+        ("1" + "0" * 4_100, "a gold given as a number has at most 4000 digits; send a longer one as text"),
+    ],
+)
+def test_a_gold_that_is_no_number_is_refused_by_name(server: Server, gold: str, message: str) -> None:
+    body = '{"items": [{"completion": "x", "math": {"gold": ' + gold + "}}]}"
+    response = httpx.post(f"{server.url}/v1/score", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+    [error] = response.json()["errors"]
+    assert error["loc"] == "items.0.math.gold" and error["msg"] == f"Value error, {message}", error

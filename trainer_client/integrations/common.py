@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from trainer_client.config import API_KEY_ENV, DEFAULT_URL, ClientConfig, api_key_or_env
 from trainer_client.core import base_of
 from trainer_client.errors import VerifierUnjudgedError
-from trainer_client.inputs import valid_unicode
+from trainer_client.inputs import completion_text
 from trainer_client.integrations.ground_truth import component_for, plain, row_specs, specs_from_ground_truth
 from trainer_client.options import describe
 from verifier_service.schema import COMPONENTS, PRIMARIES, ItemResult, ScoreItem
@@ -146,7 +146,7 @@ class AdapterConfig:
 
 
 def build_item(
-    completion: str, ground_truth: Any, config: AdapterConfig, *, data_source: Any = None, spec: Any = None
+    completion: Any, ground_truth: Any, config: AdapterConfig, *, data_source: Any = None, spec: Any = None
 ) -> ScoreItem:
     """The item for one sample. An explicit `spec` (verl's `extra_info["verifier"]`) wins over the ground truth; the
     ground truth feeds the correctness component of `config.components`, else the one `data_source` implies.
@@ -161,7 +161,8 @@ def build_item(
     else:
         row = specs_from_ground_truth(ground_truth, config.primary or component_for(data_source))
     try:
-        return ScoreItem.model_validate({"completion": valid_unicode(str(completion)), **config.specs(row)})
+        text = completion_text(completion if isinstance(completion, str | list | tuple) else str(completion))
+        return ScoreItem.model_validate({"completion": text, **config.specs(row)})
     except ValidationError as exc:
         raise ValueError(f"the verifier item for this sample is invalid: {describe(exc)}") from None
 
