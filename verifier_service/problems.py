@@ -1,9 +1,11 @@
 """Validation problems as the API reports them: location, a message that says what is allowed, and the error type;
-never the client's value or key, and a bounded number of them. Used by the HTTP error handler and the in-process
-verifier alike."""
+never the client's value, and a bounded number of them. An unknown field's name is said back (it is the client's
+spelling of the schema, not its data), shortened and with the closest real name. Used by the HTTP error handler, the
+trainer routes and the in-process verifier alike."""
 
 from __future__ import annotations
 
+import difflib
 import functools
 import typing
 from collections.abc import Iterator, Mapping, Sequence
@@ -11,10 +13,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from verifier_service.schema import ScoreRequest
+from verifier_service.schema import COMPONENTS, ScoreRequest
 
 MAX_ERRORS = 20  # listed in `errors`; a request with more says how many
 MAX_MSG_CHARS = 300
+MAX_NAME_CHARS = 40  # of an unknown field's name, said back
 
 # pydantic error types whose message says what is allowed and holds nothing of the input. Any other type gets a
 # message made from its name alone; `extra_forbidden` and `union_tag_invalid` get messages of their own (pydantic's
@@ -88,8 +91,8 @@ def _describe_one(error: Mapping[str, Any], root: type[BaseModel], top: str) -> 
     kind = str(error.get("type"))
     ctx = error.get("ctx") or {}
     if kind == "extra_forbidden":  # the last element is the name the client sent
-        loc = loc[:-1]
-        msg = f"unknown field; allowed: {', '.join(_model_at(loc, root).model_fields)}"
+        name, loc = loc[-1] if loc else "", loc[:-1]
+        msg = unknown_name("field", name, list(_model_at(loc, root).model_fields))
     elif kind == "union_tag_invalid":
         msg = f"unknown {ctx.get('discriminator', 'tag')}; allowed: {ctx.get('expected_tags', '?')}"
     elif kind in _SAFE_MESSAGES:
@@ -97,9 +100,30 @@ def _describe_one(error: Mapping[str, Any], root: type[BaseModel], top: str) -> 
     else:
         msg = f"invalid value ({kind})"
     if "[key]" in loc:  # a dict key: the element before it is the key the client sent
-        loc = loc[: loc.index("[key]") - 1]
-        msg = f"a key: {msg}"
+        at = loc.index("[key]")
+        key, loc = loc[at - 1] if at else "", loc[: at - 1]
+        if kind == "literal_error" and loc[-1:] == ["weights"]:  # a component's name, misspelled
+            msg = unknown_name("key", key, list(COMPONENTS))
+        else:
+            msg = f"a key: {msg}"
     return {"loc": _where(loc, top, _known(root)), "msg": msg[:MAX_MSG_CHARS], "type": kind}
+
+
+def unknown_name(what: str, name: Any, allowed: list[str]) -> str:
+    """What to say of a name the schema does not know: the name, shortened and printable, and the closest allowed
+    one, else them all.
+
+    >>> unknown_name("field", "maths", ["completion", "math", "code"])
+    "unknown field 'maths'; did you mean 'math'?"
+    >>> unknown_name("key", "k" * 50 + "\\n", ["math", "code"])
+    "unknown key 'kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk...'; allowed: math, code"
+    """
+    text = str(name)
+    shown = "".join(char if char.isprintable() and char != "\\" else "?" for char in text[:MAX_NAME_CHARS])
+    shown += "..." if len(text) > MAX_NAME_CHARS else ""
+    close = difflib.get_close_matches(text, allowed, n=1, cutoff=0.6) if len(text) <= MAX_NAME_CHARS else []
+    hint = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(allowed)}"
+    return f"unknown {what} {shown!r}; {hint}"
 
 
 def describe(

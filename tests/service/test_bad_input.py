@@ -1,5 +1,6 @@
-"""Bad input through a real server: a 422 that names the field and what is allowed, never the value, and stays small;
-weights that could not make a finite reward are refused; booleans are booleans; the key is checked first."""
+"""Bad input through a real server: a 422 that names the field and what is allowed, never the value (an unknown
+field's name is said back, with the closest real one), and stays small; weights that could not make a finite reward
+are refused; booleans are booleans and numbers numbers; the key is checked first."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import httpx
 import pytest
 
 from tests.conftest import Server, running_server
+from verifier_service.schema import ScoreItem
+
+ITEM_FIELDS = list(ScoreItem.model_fields)
 
 SECRET = "s3cr3t-input-value"
 
@@ -26,18 +30,27 @@ def item(**extra: Any) -> dict[str, Any]:
 
 CODE = {"tests": [{"type": "call", "fn": "f", "expected": 1}]}
 ECHOES = {
-    "an unknown field": ([item(**{SECRET: 1})], "items.0", "allowed: completion, id, prompt, completion_tokens"),
+    "an unknown field": ([item(maths={"gold": SECRET})], "items.0", "unknown field 'maths'; did you mean 'math'?"),
+    "an unknown field, nothing close": (
+        [item(zzz=SECRET)],
+        "items.0",
+        "unknown field 'zzz'; allowed: completion, id, prompt, completion_tokens",
+    ),
     "an unknown option": (
-        [item(math={"gold": "4", "options": {SECRET: True}})],
+        [item(math={"gold": "4", "options": {"strikt": SECRET}})],
         "items.0.math.options",
-        "allowed: extraction, gold_extraction, boxed_priority",
+        "unknown field 'strikt'; did you mean 'strict'?",
     ),
     "an unknown test type": (
         [item(code={"tests": [{"type": SECRET, "stdout": ""}]})],
         "items.0.code.tests.0",
         "unknown 'type'; allowed: 'stdio', 'call', 'assert'",
     ),
-    "an unknown weight key": ([item(weights={SECRET: 1.0})], "items.0.weights", "'overlong', 'length' or 'repetition'"),
+    "an unknown weight key": (
+        [item(weights={"maht": 1.0})],
+        "items.0.weights",
+        "unknown key 'maht'; did you mean 'math'?",
+    ),
     "a weight for an unrequested component": ([item(weights={"code": 1.0})], "items.0", "does not request: code"),
     "a bad value": (
         [item(math={"gold": "4", "options": {"language": SECRET}})],
@@ -63,6 +76,7 @@ def test_an_error_body_stays_small_whatever_the_request(server: Server) -> None:
     huge_key = "k" * 1_000_000
     response = post(server.url, {"items": [item(**{huge_key: 1})]})
     assert response.status_code == 422 and len(response.content) < 4096, len(response.content)
+    assert response.json()["errors"][0]["msg"] == f"unknown field '{'k' * 40}...'; allowed: " + ", ".join(ITEM_FIELDS)
     many = post(server.url, {"items": [{"completion": 1, "format": {}}] * 10_000})
     assert many.status_code == 422 and len(many.content) < 8192, len(many.content)
     assert "(and 9995 more)" in many.json()["detail"] and len(many.json()["errors"]) == 20
@@ -105,6 +119,22 @@ def test_the_api_key_is_checked_before_the_body(tmp_path: Any) -> None:
         assert authed.status_code == 422
         refused = post(server.url, {"items": [item()]}, headers={"Authorization": "Basic k3y"})
         assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("mat\nh\x00s", "mat?h?s"),  # control characters
+        ("m\\ath", "m?ath"),
+        ("ma\u200bth", "ma?th"),  # a zero-width space, unprintable
+        ("\u6570\u5b66", "\u6570\u5b66"),  # printable in any script
+    ],
+)
+def test_an_unknown_name_is_said_back_printable(server: Server, name: str, said: str) -> None:
+    response = post(server.url, {"items": [item(**{name: 1})]})
+    assert response.status_code == 422, response.text
+    [error] = response.json()["errors"]
+    assert error["msg"].startswith(f"unknown field '{said}'; "), error
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ ITEMS: list[Any] = [
     {"id": "right", "completion": "<think>6*7</think>The answer is 42.", "math": {"gold": "42"}, "format": {}},
     {"id": "wrong", "completion": "It is 41.", "math": {"gold": "42"}},
     "",
-    {"id": "bad", "completion": "x", "math": {"gold": "1"}, "s3cret_key": 1},
+    {"id": "bad", "completion": "x", "math": {"gold": "1"}, "maths": {"gold": "s3cret"}},
     "{not json",
     {
         "id": "code",
@@ -61,10 +61,7 @@ def test_score_a_file_in_order_with_a_summary(tmp_path: Path) -> None:
     assert [r["reward"] for r in results] == [2.0, 0.0, None, None, 1.0]
     assert results[0]["components"]["math"]["verdict"] == "correct"
     assert results[4]["components"]["code"]["tests"] == [{"verdict": "passed", "detail": None}]
-    assert results[2]["error"] == (
-        "line 4: unknown field; allowed: completion, id, prompt, completion_tokens, truncated, math, code, choice, "
-        "answer, format, overlong, length, repetition, weights, allow_order_inversion"
-    )
+    assert results[2]["error"] == "line 4: unknown field 'maths'; did you mean 'math'?"
     assert results[3]["error"].startswith("line 5: Invalid JSON")
     assert "s3cret" not in out.read_text() + done.stderr
     assert "5/5 items" in done.stderr
@@ -178,8 +175,8 @@ def test_in_process_score_and_a_reusable_verifier() -> None:
         first = verifier.score([{"completion": "\\boxed{\\frac{1}{2}}", "math": {"gold": "0.5"}}] * 3)
         second = verifier.score([item, {"completion": "<think>x</think>y", "format": {}}])
         assert [r.reward for r in first + second] == [1.0, 1.0, 1.0, 1.0, 1.0]
-        with pytest.raises(ValueError, match=r"items\.1: unknown field") as refused:
-            verifier.score([item, {"completion": "x", "format": {}, "s3cret": 1}])
+        with pytest.raises(ValueError, match=r"items\.1: unknown field 'formats'; did you mean 'format'\?") as refused:
+            verifier.score([item, {"completion": "x", "format": {}, "formats": "s3cret"}])
         assert "s3cret" not in str(refused.value)
         with pytest.raises(ValueError, match=r"items\.0\.code: code scoring is off"):
             verifier.score([{"completion": "x", "code": {"tests": [{"type": "stdio", "stdout": ""}]}}])

@@ -173,9 +173,9 @@ def test_openrlhf_a_fallback_is_explicit_and_flagged(server: Server) -> None:
         ("", {"labels": [[SECRET]]}, "labels.0"),
         ("", {"labels": ["x" * 10_001]}, "labels.0"),
         ("", {"labels": ['{"math": ' + SECRET]}, "labels.0"),
-        ("", {"labels": [{"math": {"gold": "1", SECRET: 1}}]}, "labels.0.math"),
+        ("", {"labels": [{"math": {"gold": "1", "optoins": SECRET}}]}, "labels.0.math"),  # its name is said back
         ("", {"labels": [{"math": {"gold": "1"}, "completion": SECRET}]}, "labels.0.completion"),
-        ("", {"labels": [{SECRET: {}}]}, "labels.0"),
+        ("", {"labels": [{"maths": {"gold": SECRET}}]}, "labels.0"),
         ("", {"prompts": [PROMPT, PROMPT]}, "prompts"),
         ("", {"query": [SECRET, 1]}, "query.1"),
         ("", {"query": []}, "query"),
@@ -189,6 +189,13 @@ def test_openrlhf_bad_requests_are_422_naming_the_field_never_the_value(
     assert answer.status_code == 422, answer.text
     assert [error["loc"] for error in answer.json()["errors"]] == [loc]
     assert SECRET not in answer.text and "x" * 100 not in answer.text
+
+
+def test_an_unknown_field_of_a_label_gets_the_closest_name(server: Server) -> None:
+    body = {"query": [PROMPT + RIGHT], "prompts": [PROMPT], "labels": [{"maths": {"gold": "42"}}]}
+    answer = post(server, "/v1/compat/openrlhf", body)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["detail"] == "invalid request: labels.0: unknown field 'maths'; did you mean 'math'?"
 
 
 def test_openrlhf_invalid_json_is_a_422(server: Server) -> None:

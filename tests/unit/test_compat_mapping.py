@@ -154,7 +154,7 @@ def test_a_spec_label_is_the_whole_item(label: Any) -> None:
         ('{"math": ' + SECRET, CompatConfig(), "labels.3"),
         ({"math": {"gold": SECRET, "strict": True}}, CompatConfig(), "labels.3.math"),
         ({"math": {"gold": ""}}, CompatConfig(), "labels.3.math.gold"),
-        ({SECRET: 1}, CompatConfig(), "labels.3"),
+        ({"maths": {"gold": SECRET}}, CompatConfig(), "labels.3"),  # the field's name is said back, not its value
         ({"completion": SECRET, "format": {}}, CompatConfig(), "labels.3.completion"),
         ("1", CompatConfig(("math",), {"format": 1.0}), "?weights"),
         ("1", CompatConfig(("math",), {"math": -1.0}), "?weights"),
@@ -165,6 +165,12 @@ def test_a_bad_label_is_located_and_never_echoed(label: Any, config: CompatConfi
     with pytest.raises(Invalid) as caught:
         score_item("x", label, config, "labels.3")
     assert [where for where, _ in problems(caught)] == [loc]
+
+
+def test_an_unknown_field_of_a_label_gets_the_closest_name() -> None:
+    with pytest.raises(Invalid) as caught:
+        score_item("x", {"math": {"gold": "1", "optoins": {}}}, CompatConfig(), "labels.3")
+    assert problems(caught) == [("labels.3.math", "unknown field 'optoins'; did you mean 'options'?")]
 
 
 def test_format_alone_needs_no_gold() -> None:
