@@ -86,7 +86,7 @@ def option_texts(value: Any, column: str = "options") -> list[str] | None:
     if isinstance(value, str):
         try:
             value = json.loads(value) if value.strip() else None
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             raise ValueError(f"dataset column {column!r} holds a string that is not a JSON list of options") from None
     if value is None or (isinstance(value, Sequence) and not value):
         return None
@@ -136,7 +136,7 @@ def code_tests(value: Any, *, column: str = "tests", entry_point: str | None = N
             return None
         try:
             value = json.loads(value)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             if entry_point:
                 return [{"type": "assert", "code": f"{value.rstrip()}\n\ncheck({entry_point})\n"}]
             raise ValueError(not_json_tests(column, value)) from None

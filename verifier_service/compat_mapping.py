@@ -255,20 +255,20 @@ def _spec(label: Any, where: str) -> dict[str, Any] | None:
     if isinstance(label, str) and label.lstrip().startswith('{"'):  # JSON; never a LaTeX gold such as {1, 2}
         try:
             spec = json.loads(label)
-        except ValueError:
-            raise invalid(where, f"not valid JSON; the label is {SPEC_OR_GOLD}") from None
+        except (ValueError, RecursionError):  # RecursionError: nested past the interpreter's depth
+            raise invalid(where, f"not valid JSON (or nested too deep); the label is {SPEC_OR_GOLD}") from None
         if isinstance(spec, dict):
             return spec
     return None
 
 
-def _gold(label: Any, where: str) -> str | None:
+def _gold(label: Any, where: str) -> str | int | float | None:
+    """The gold a label holds, as the label holds it: the schema reads a number (as text for math and answer, as an
+    option index for choice) and refuses one that is not finite."""
     if label is None or (isinstance(label, str) and not label.strip()):
         return None
-    if isinstance(label, str):
+    if isinstance(label, str | int | float) and not isinstance(label, bool):
         return label
-    if isinstance(label, int | float) and not isinstance(label, bool):
-        return str(label)
     raise invalid(where, f"the label is {SPEC_OR_GOLD}")
 
 
@@ -346,8 +346,9 @@ def slime_answer(result: ItemResult, config: CompatConfig) -> dict[str, Any]:
 
 def nemo_gym_answer(body: NeMoGymVerifyRequest, result: ItemResult, config: CompatConfig) -> dict[str, Any]:
     """The body echoed, plus `reward`, `mask_sample` (true where the verifier could not judge: reward 0.0, and NeMo-RL
-    leaves the sample out of the loss), `failure_reason` and the numeric extras, which Gym aggregates."""
-    echoed = body.model_dump(exclude_unset=True)
+    leaves the sample out of the loss), `failure_reason` and the numeric extras, which Gym aggregates. Numbers JSON
+    cannot carry (NaN, Infinity, and 1e999, read as Infinity) are echoed as null."""
+    echoed = finite_or_null(body.model_dump(exclude_unset=True))
     masked = result.reward is None
     if isinstance(echoed.get("instance_config"), dict):  # where NeMo-RL reads the mask
         echoed["instance_config"] = {**echoed["instance_config"], "mask_sample": masked}
@@ -359,3 +360,19 @@ def nemo_gym_answer(body: NeMoGymVerifyRequest, result: ItemResult, config: Comp
         "failure_reason": f"the verifier could not judge this sample: {reason}" if reason else None,
         **extras(result, config),
     }
+
+
+def finite_or_null(value: Any) -> Any:
+    """`value` with each float that JSON cannot carry as null. Python's json module writes NaN and Infinity (a
+    dataset row with a missing number holds NaN), and the body that comes back must be JSON.
+
+    >>> finite_or_null({"a": [1.5, float("nan")], "b": {"c": float("inf")}, "d": "NaN"})
+    {'a': [1.5, None], 'b': {'c': None}, 'd': 'NaN'}
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [finite_or_null(item) for item in value]
+    return value

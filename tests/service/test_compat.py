@@ -302,6 +302,61 @@ def test_nemo_gym_bad_requests(server: Server) -> None:
     assert no_gold.status_code == 422 and no_gold.json()["errors"][0]["loc"] == "expected_answer"
 
 
+def raw_post(server: Server, path: str, body: str) -> httpx.Response:
+    """A body as Python's json module writes it: NaN, Infinity and 1e999 included."""
+    return httpx.post(f"{server.url}{path}", content=body.encode(), timeout=60,
+                      headers={"content-type": "application/json"})  # fmt: skip
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_nemo_gym_echoes_numbers_json_cannot_carry_as_null(server: Server, number: str) -> None:
+    """Issue 23: the body is echoed, and a NaN in it (a dataset row's missing value) made the answer a 500."""
+    row = gym_row(RIGHT, expected_answer="42")
+    body = json.dumps(row)[:-1] + f', "score_hint": {number}, "meta": {{"values": [1.5, {number}]}}}}'
+    answer = raw_post(server, "/v1/compat/nemo-gym/verify", body)
+    assert answer.status_code == 200, answer.text
+    found = answer.json()
+    assert found["score_hint"] is None and found["meta"] == {"values": [1.5, None]} and found["reward"] == 1.0
+
+
+LABELED = {  # route -> a body whose label is {}, as JSON text
+    "/v1/compat/openrlhf": '{{"query": ["x"], "prompts": [""], "labels": [{}]}}',
+    "/v1/compat/slime": '{{"response": "x", "label": {}}}',
+    "/v1/compat/nemo-gym/verify": '{{"responses_create_params": {{}}, "response": {{"output": []}}, '
+    '"expected_answer": {}}}',
+}
+WHERE = {
+    "/v1/compat/openrlhf": "labels.0",
+    "/v1/compat/slime": "label",
+    "/v1/compat/nemo-gym/verify": "expected_answer",
+}
+
+
+@pytest.mark.parametrize("path", LABELED)
+@pytest.mark.parametrize("label", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_label_json_cannot_carry_is_a_422_not_the_gold_inf(server: Server, path: str, label: str) -> None:
+    """Issue 23: Infinity was judged as the gold "inf", and \\boxed{\\infty} scored 1.0."""
+    answer = raw_post(server, path, LABELED[path].format(label))
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["errors"] == [
+        {"loc": WHERE[path], "msg": "Value error, a gold given as a number must be finite", "type": "value_error"}
+    ]
+
+
+@pytest.mark.parametrize("path", LABELED)
+def test_a_label_nested_too_deep_is_a_422(server: Server, path: str) -> None:
+    """Issue 23: a JSON-string label nested 100,000 deep was a 500 on every route (RecursionError)."""
+    deep = '{"math": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    if path.endswith("verify"):
+        answer = post(server, path, gym_row("x", verifier=deep))
+    else:
+        answer = raw_post(server, path, LABELED[path].format(json.dumps(deep)))
+    assert answer.status_code == 422, answer.text
+    [error] = answer.json()["errors"]
+    assert error["loc"] == WHERE[path].replace("expected_answer", "verifier") and "nested too deep" in error["msg"]
+    assert httpx.get(f"{server.url}/healthz", timeout=10).status_code == 200
+
+
 def test_the_routes_are_in_the_openapi_document(server: Server) -> None:
     paths = httpx.get(f"{server.url}/openapi.json").json()["paths"]
     for path in ("/v1/compat/openrlhf", "/v1/compat/slime", "/v1/compat/nemo-gym/verify"):

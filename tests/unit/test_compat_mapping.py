@@ -155,6 +155,10 @@ def test_a_spec_label_is_the_whole_item(label: Any) -> None:
         ({"math": {"gold": SECRET, "strict": True}}, CompatConfig(), "labels.3.math"),
         ({"math": {"gold": ""}}, CompatConfig(), "labels.3.math.gold"),
         ({"maths": {"gold": SECRET}}, CompatConfig(), "labels.3"),  # the field's name is said back, not its value
+        (float("nan"), CompatConfig(), "labels.3"),
+        (float("inf"), CompatConfig(("answer",)), "labels.3"),
+        ({"math": {"gold": float("-inf")}}, CompatConfig(), "labels.3.math.gold"),
+        ('{"math": ' + "[" * 100_000 + "]" * 100_000 + "}", CompatConfig(), "labels.3"),
         ({"completion": SECRET, "format": {}}, CompatConfig(), "labels.3.completion"),
         ("1", CompatConfig(("math",), {"format": 1.0}), "?weights"),
         ("1", CompatConfig(("math",), {"math": -1.0}), "?weights"),
@@ -171,6 +175,12 @@ def test_an_unknown_field_of_a_label_gets_the_closest_name() -> None:
     with pytest.raises(Invalid) as caught:
         score_item("x", {"math": {"gold": "1", "optoins": {}}}, CompatConfig(), "labels.3")
     assert problems(caught) == [("labels.3.math", "unknown field 'optoins'; did you mean 'options'?")]
+
+
+def test_a_number_label_is_read_by_each_component_as_the_schema_reads_it() -> None:
+    item = score_item("x", 2, CompatConfig(("math", "choice", "answer")), "label")
+    assert item.math is not None and item.choice is not None and item.answer is not None
+    assert (item.math.gold, item.choice.gold, item.answer.gold) == ("2", "C", "2")  # choice: an option index
 
 
 def test_format_alone_needs_no_gold() -> None:

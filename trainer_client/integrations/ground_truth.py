@@ -69,7 +69,7 @@ def json_object(value: Any) -> Any:
     if isinstance(value, str) and value.lstrip().startswith("{"):
         try:
             parsed = json.loads(value)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: nested past the interpreter's depth
             return value
         return parsed if isinstance(parsed, dict) else value
     return value
