@@ -280,6 +280,10 @@ class ComponentSpec(_Strict):
         """The lowest and highest score under these options."""
         return (0.0, 1.0)
 
+    def partial_credit(self) -> bool:
+        """Whether a wrong answer may score above 0 (read by the order guard, for correctness components)."""
+        return False
+
 
 class GatedSpec(ComponentSpec):
     """A shaping component whose score depends on whether the answer is right, which it reads from a primary
@@ -456,6 +460,9 @@ class CodeSpec(ComponentSpec):
     max_file_mb: JsonIntOrNone = Field(None, ge=1, le=1024)
     think_tag: str = Field("think", pattern=r"^[A-Za-z][\w-]{0,31}$")
 
+    def partial_credit(self) -> bool:
+        return True  # the share of tests passed
+
     @field_validator("tests", mode="before", json_schema_input_type=_TestsInput)
     @classmethod
     def _assert_strings(cls, tests: Any) -> Any:
@@ -569,6 +576,9 @@ class AnswerSpec(ComponentSpec):
     think_tag: str = _think_tag()
 
     _gold_numbers = field_validator("gold", mode="before", json_schema_input_type=_GoldsInput)(_golds_text)
+
+    def partial_credit(self) -> bool:
+        return self.match == "f1"
 
     @field_validator("gold")
     @classmethod
@@ -766,10 +776,13 @@ class ScoreItem(_Strict):
         # The rest depends only on which components, their weights and the gated components' options, which the items
         # of a batch mostly share: each combination is checked once.
         requested = tuple(name for name in COMPONENTS if fields[name] is not None)
+        # Whether a correctness component gives partial credit follows from which it is, and for answer its match.
+        answer = fields["answer"]
         key = (
             requested,
             tuple(weights.items()) if weights else None,
             self.allow_order_inversion,
+            answer.match if answer is not None else None,
             *((name, *spec.__dict__.values()) for name, spec in gated),
         )
         try:
@@ -840,16 +853,44 @@ class ScoreItem(_Strict):
         weights: dict[str, float] = {name: weight for name, weight in (self.weights or {}).items()}
         failing = []
         for primary in primaries:
-            margin, group = weights.get(primary, 1.0), [primary]
-            for name, spec in gated:
-                if (spec.correct_from or primaries[0]) == primary:
-                    (right_low, right_high), (wrong_low, wrong_high) = spec.gated_ranges()
-                    weight = weights.get(name, 1.0)
-                    margin += weight * (right_low - wrong_high) if weight >= 0 else weight * (right_high - wrong_low)
-                    group.append(name)
-            if margin <= 0:
-                failing.append(" with ".join(group))
+            on_it = [(name, spec) for name, spec in gated if (spec.correct_from or primaries[0]) == primary]
+            shaping = [(spec, weights.get(name, 1.0)) for name, spec in on_it]
+            partial = getattr(self, primary).partial_credit()
+            if not right_outscores_wrong(weights.get(primary, 1.0), partial, shaping):
+                failing.append(" with ".join([primary, *(name for name, _ in on_it)]))
         return failing
+
+
+def right_outscores_wrong(weight: float, partial: bool, gated: Sequence[tuple[GatedSpec, float]]) -> bool:
+    """Whether a right answer (its correctness component's score 1, at `weight`) outscores every wrong one, each at
+    its worst length for it: the wrong answer scores 0, or anything below 1 when the component gives `partial`
+    credit. Each gated component (with its weight) takes the branch that the answer's score puts it on: right from
+    its correct_threshold up, so a threshold of 0 scores a wrong answer as a right one, and one below 1 does so for
+    a partly right answer."""
+
+    def bounds(spec: GatedSpec, right: bool) -> tuple[float, float]:
+        return spec.gated_ranges()[0 if right else 1]
+
+    def worst(spec: GatedSpec, w: float) -> float:  # for the right answer: score 1 is on the right branch
+        low, high = bounds(spec, True)
+        return w * (low if w >= 0 else high)
+
+    def best(spec: GatedSpec, w: float, score: float) -> float:  # for a wrong answer of this score
+        low, high = bounds(spec, score >= spec.correct_threshold)
+        return w * (high if w >= 0 else low)
+
+    right = weight + sum(worst(spec, w) for spec, w in gated)
+    if not partial:
+        return right > sum(best(spec, w, 0.0) for spec, w in gated)
+    # Wrong scores fill [0, 1); thresholds cut it into pieces on which every gated component keeps its branch. On a
+    # piece [start, end) the wrong answer's best is weight * score + the gated parts: with a positive weight it nears
+    # weight * end without reaching it, otherwise it is highest at start.
+    cuts = sorted({0.0, *(spec.correct_threshold for spec, _ in gated if 0 < spec.correct_threshold < 1)})
+    for start, end in zip(cuts, [*cuts[1:], 1.0], strict=True):
+        shaped = sum(best(spec, w, start) for spec, w in gated)
+        if (right < weight * end + shaped) if weight > 0 else (right <= weight * start + shaped):
+            return False
+    return True
 
 
 def _spec_classes() -> dict[str, type[ComponentSpec]]:

@@ -15,6 +15,7 @@ from verifier_service.schema import ScoreItem
 RIGHT = "<think>6 * 7 = 42</think>The answer is \\boxed{42}."
 KIMI = {"max_tokens": 100, "correct_short": 0.5, "correct_long": -0.5, "wrong_short": 0.0, "wrong_long": -0.5}
 BASE: dict[str, Any] = {"completion": RIGHT, "completion_tokens": 10, "math": {"gold": "42"}}
+ANSWER: dict[str, Any] = {"completion": RIGHT, "completion_tokens": 10, "answer": {"gold": "42"}}
 
 CASES = {
     # the weights: accuracy weighted down lets a short wrong answer beat a long right one
@@ -23,6 +24,18 @@ CASES = {
     "options": (
         {**BASE, "length": {"max_tokens": 100}, "weights": {"math": 0.25}},
         {**BASE, "length": KIMI, "weights": {"math": 0.25}},
+        "at least as much",
+    ),
+    # the threshold: at 0 a wrong answer takes length's right branch
+    "threshold": (
+        {**BASE, "length": {"max_tokens": 100}, "weights": {"math": 0.25}},
+        {**BASE, "length": {"max_tokens": 100, "correct_threshold": 0.0}, "weights": {"math": 0.25}},
+        "at least as much",
+    ),
+    # the correctness component's options: answer's f1 gives partial credit, which threshold 0.5 scores as right
+    "partial credit": (
+        {**ANSWER, "length": {"max_tokens": 100, "correct_threshold": 0.5}},
+        {**ANSWER, "answer": {"gold": "42", "match": "f1"}, "length": {"max_tokens": 100, "correct_threshold": 0.5}},
         "at least as much",
     ),
     # the override

@@ -1,0 +1,112 @@
+"""The order guard (`ScoreItem._inversions`) against brute force: for every combination of a correctness component,
+the options of a `length` gated on it (mode, ends, correct_threshold) and the weights, the item is refused exactly
+when the real scorers, run on a right answer and on wrong ones at many lengths, let a wrong answer score at least as
+much as the right one.
+
+A right answer is the correctness component's score 1. A wrong one is its score 0, or, for a component that gives
+partial credit (code's pass fraction, answer's f1), any score below 1: a program that passes half the tests is not a
+right program, though with `correct_threshold: 0.5` length scores it as one. The threshold decides which branch of
+length each of them takes, and `correct_threshold: 0` puts even a score of 0 on the right branch."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from verifier_service.schema import ComponentResult, LengthSpec, ScoreItem
+from verifier_service.scoring import length
+
+MAX_TOKENS, TARGET = 100, 50
+LENGTHS = (0, 1, 25, TARGET, 75, MAX_TOKENS, TARGET + 2 * TARGET, 10 * MAX_TOKENS)
+PRIMARIES: dict[str, dict[str, Any]] = {  # name -> its spec; partial: whether a wrong answer can score above 0
+    "math": {"math": {"gold": "4"}},
+    "choice": {"choice": {"gold": "A"}},
+    "answer exact": {"answer": {"gold": "Paris"}},
+    "answer f1": {"answer": {"gold": "Paris", "match": "f1"}},
+    "code": {"code": {"tests": [{"type": "call", "fn": "f", "expected": 1}]}},
+}
+PARTIAL = {"answer f1", "code"}
+SHAPES: dict[str, dict[str, Any]] = {
+    "cosine": {"max_tokens": MAX_TOKENS},  # right [0.5, 1], wrong [-1, -0.5]
+    "kimi": {"max_tokens": MAX_TOKENS, "correct_short": 0.5, "correct_long": -0.5, "wrong_short": 0.0,
+             "wrong_long": -0.5},
+    "wrong ends high": {"max_tokens": MAX_TOKENS, "wrong_short": 0.5, "wrong_long": 0.25},
+    "target": {"mode": "target", "target_tokens": TARGET},  # right [0, 1], wrong 0
+    "target exact, wrong -0.5": {"mode": "target", "target_tokens": TARGET, "kind": "exact", "wrong_score": -0.5},
+}  # fmt: skip
+THRESHOLDS = (0.0, 0.3, 0.5, 1.0)
+PRIMARY_WEIGHTS = (0.0, 0.25, 1.0, 3.0)
+LENGTH_WEIGHTS = (1.0, 0.5, -0.5)
+
+
+def scores_of_wrong_answers(partial: bool) -> list[float]:
+    """0, and for partial credit the scores just below and at each threshold, and just below 1: where a wrong
+    answer's reward is highest on each branch."""
+    if not partial:
+        return [0.0]
+    edges = [*THRESHOLDS, 0.75, 1.0]
+    return sorted({0.0, *(edge - 1e-9 for edge in edges if edge > 0), *(edge for edge in edges if edge < 1)})
+
+
+def reward(spec: LengthSpec, weights: tuple[float, float], score: float, tokens: int) -> float:
+    item = ScoreItem(completion="x", completion_tokens=tokens, math={"gold": "4"}, length=spec,
+                     allow_order_inversion=True)  # fmt: skip
+    part = length.score(item, spec, ComponentResult(score=score, verdict="correct" if score == 1 else "wrong"))
+    assert part.score is not None
+    return weights[0] * score + weights[1] * part.score
+
+
+def inverted(spec: LengthSpec, weights: tuple[float, float], partial: bool) -> bool:
+    """Whether some wrong answer, at some length, scores at least as much as the right answer at its worst length."""
+    right = min(reward(spec, weights, 1.0, tokens) for tokens in LENGTHS)
+    wrong = max(reward(spec, weights, s, tokens) for s in scores_of_wrong_answers(partial) for tokens in LENGTHS)
+    return wrong >= right
+
+
+CASES = list(itertools.product(PRIMARIES, SHAPES, THRESHOLDS, PRIMARY_WEIGHTS, LENGTH_WEIGHTS))
+
+
+@pytest.mark.parametrize("primary", PRIMARIES)
+def test_the_guard_refuses_exactly_the_items_where_a_wrong_answer_can_score_as_much(primary: str) -> None:
+    disagreements = []
+    for _, shape, threshold, primary_weight, length_weight in (case for case in CASES if case[0] == primary):
+        options = {**SHAPES[shape], "correct_threshold": threshold}
+        [name] = PRIMARIES[primary]
+        fields = {**PRIMARIES[primary], "length": options, "weights": {name: primary_weight, "length": length_weight}}
+        try:
+            ScoreItem.model_validate({"completion": "x", **fields})
+            refused = False
+        except ValidationError as exc:
+            assert "a wrong answer scores at least as much as a right one" in str(exc), exc
+            refused = True
+        expected = inverted(LengthSpec(**options), (primary_weight, length_weight), primary in PARTIAL)
+        if refused != expected:
+            disagreements.append((shape, threshold, primary_weight, length_weight, "refused" if refused else "passed"))
+    assert not disagreements, disagreements
+
+
+def test_the_issue_s_case_is_refused() -> None:
+    """Issue 23: correct_threshold 0 let a short wrong answer score 1.0 against a long right one's 0.75."""
+    item = {"completion": "x", "math": {"gold": "4"}, "length": {"max_tokens": 100, "correct_threshold": 0.0},
+            "weights": {"math": 0.25}}  # fmt: skip
+    with pytest.raises(ValidationError, match="math with length"):
+        ScoreItem.model_validate(item)
+    ScoreItem.model_validate({**item, "length": {"max_tokens": 100}})  # the default threshold: accepted
+
+
+def test_a_partly_right_program_on_the_right_branch_is_refused_whatever_the_weights() -> None:
+    """At correct_threshold 0.5 a program passing 99 of 100 tests counts as right for length: short, it outscores
+    a long program that passes them all, and no weight on code makes up for a share that can be as close to 1 as
+    it likes. At the default threshold (1) it takes the wrong branch, and the item is accepted."""
+    code = {"tests": [{"type": "call", "fn": "f", "expected": 1}]}
+    item = {"completion": "x", "code": code, "length": {"max_tokens": 100, "correct_threshold": 0.5}}
+    for weight in (1.0, 2.0, 1000.0):
+        with pytest.raises(ValidationError, match="code with length"):
+            ScoreItem.model_validate({**item, "weights": {"code": weight}})
+    spec = LengthSpec(max_tokens=100, correct_threshold=0.5)
+    assert reward(spec, (1000.0, 1.0), 0.9999, 0) > reward(spec, (1000.0, 1.0), 1.0, 100)
+    ScoreItem.model_validate({**item, "length": {"max_tokens": 100}})
+    ScoreItem.model_validate({**item, "allow_order_inversion": True})
