@@ -46,11 +46,17 @@ def normalise(text: str) -> str:
 
 
 def number(text: str) -> float | None:
-    """The value of a plain number ("1,234.5", "$7", "12%"), else None."""
+    """The value of a plain number ("1,234.5", "$7", "12%"), else None: also for one too large for a float, which
+    would read as infinity and equal any other such number (such numbers are compared as text).
+
+    >>> number("1,234.5"), number("9" * 400)
+    (1234.5, None)
+    """
     bare = text.strip().rstrip(".").strip()
     if not bare or not _NUMBER.match(bare) or not any(c.isdigit() for c in bare):
         return None
-    return float(bare.replace(",", "").replace("$", "").replace("%", ""))
+    value = float(bare.replace(",", "").replace("$", "").replace("%", ""))
+    return value if math.isfinite(value) else None
 
 
 def forms(text: str) -> tuple[float | None, str]:

@@ -9,6 +9,7 @@ math-verify rounds) goes to the sympy path.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -47,9 +48,16 @@ _SQRT_PAREN = re.compile(r"\\sqrt\s*\(([^()\\]{1,40})\)")
 _PUNCT_BEFORE_CLOSE = re.compile(r"(?<!\\)\s*[.,;](\s*)(?=\$|\\\]|\\\)|\}\s*$)")
 
 INVALID = "\\text{invalid}"
+# The most digits a number converted here may have. Past Python's limit (4,300 digits by default, at least this many
+# whatever the process sets) int() and str() raise, and below it conversion still costs time quadratic in the digits:
+# a longer mixed number is left as written, and a longer plain number is left to math-verify.
+MAX_DIGITS = sys.int_info.str_digits_check_threshold  # 640
+_PLAIN_CHARS = 4 * MAX_DIGITS  # the longest text read as a plain number: words, wrappers and separators around it
 
 
 def _mixed_to_fraction(m: re.Match[str]) -> str:
+    if len(m["whole"]) + len(m["num"]) + len(m["den"]) > MAX_DIGITS:
+        return m[0]
     whole, num, den = int(m["whole"].replace(" ", "")), int(m["num"]), int(m["den"])
     if den == 0 or num >= den:
         return INVALID  # `4 4/0`, `11 6/6`: not a number anyone means
@@ -91,7 +99,11 @@ def plain_number(text: str) -> PlainNumber | None:
     >>> plain_number("x = 3") is None
     True
     """
+    if len(text) > _PLAIN_CHARS:
+        return None  # not a number this path converts (its digits, or its wrapping, are too long)
     s = _unwrap(text)
+    if len(s) > MAX_DIGITS:
+        return None
     if (frac := _FRACTION.match(s)) is not None:
         num, den = int(frac["n1"] or frac["n2"] or frac["n3"]), int(frac["d1"] or frac["d2"] or frac["d3"])
         if den == 0:
