@@ -21,7 +21,15 @@ from verifier_service.schema import CodeSpec, ComponentResult, ItemResult, MathS
 from verifier_service.scoring import GATED
 from verifier_service.scoring.code import code_component, extract_program, no_code, submission
 from verifier_service.scoring.math import MathResult, MathTask, prepare_math
-from verifier_service.scoring.texts import TextTask, failed, results_of, safely, score_texts, text_components
+from verifier_service.scoring.texts import (
+    ITEM_FAILED,
+    TextTask,
+    failed,
+    results_of,
+    safely,
+    score_texts,
+    text_components,
+)
 from verifier_service.settings import VerifierSettings
 
 log = logging.getLogger(__name__)
@@ -256,13 +264,18 @@ class Engine:
         return batch
 
     def _prepare_math(self, batch: _Batch, index: int, completion: str, spec: MathSpec) -> None:
-        prepared = prepare_math(
-            completion,
-            spec.gold,
-            spec.options,
-            window=self.settings.answer_window_chars,
-            max_answer=self.settings.max_answer_chars,
-        )
+        try:
+            prepared = prepare_math(
+                completion,
+                spec.gold,
+                spec.options,
+                window=self.settings.answer_window_chars,
+                max_answer=self.settings.max_answer_chars,
+            )
+        except Exception:  # a bug in extraction costs this item its math result, never the batch
+            log.exception("extracting the math answer of item %d failed", index)
+            batch.components[index]["math"] = failed(Verdict.INTERNAL_ERROR, ITEM_FAILED)
+            return
         if not isinstance(prepared, MathTask):
             batch.components[index]["math"] = _component(prepared)
         elif (cached := self.cache.get(prepared)) is not None:
@@ -273,13 +286,18 @@ class Engine:
 
     def _prepare_code(self, batch: _Batch, index: int, completion: str, spec: CodeSpec) -> None:
         total = len(spec.tests)
-        program = extract_program(completion, spec.think_tag)
-        if program is None:
-            batch.components[index]["code"] = no_code(total, "no program after the reasoning")
+        try:
+            program = extract_program(completion, spec.think_tag)
+            if program is None:
+                batch.components[index]["code"] = no_code(total, "no program after the reasoning")
+                return
+            key = f"{program.fenced:d}{program.text}\0{spec.model_dump_json()}"
+            if key not in batch.programs:
+                batch.programs[key] = _Program(submission(program.text, spec), total, program.fenced)
+        except Exception:  # as for math: this item's code result, never the batch
+            log.exception("extracting the program of item %d failed", index)
+            batch.components[index]["code"] = failed(Verdict.INTERNAL_ERROR, ITEM_FAILED)
             return
-        key = f"{program.fenced:d}{program.text}\0{spec.model_dump_json()}"
-        if key not in batch.programs:
-            batch.programs[key] = _Program(submission(program.text, spec), total, program.fenced)
         batch.programs[key].indexes.append(index)
 
     async def _run_code(self, batch: _Batch, deadline: float) -> None:
@@ -345,7 +363,7 @@ class Engine:
             self.metrics.worker_crashes.inc()
             return MathResult(None, Verdict.WORKER_CRASHED, detail="the worker scoring this item died")
         log.error("math task failed: %s", outcome)
-        return MathResult(None, Verdict.INTERNAL_ERROR, detail="the verifier failed on this item")
+        return MathResult(None, Verdict.INTERNAL_ERROR, detail=ITEM_FAILED)
 
 
 async def _finished_by(futures: Collection[asyncio.Future[Any]], deadline: float) -> set[asyncio.Future[Any]]:

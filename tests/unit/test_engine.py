@@ -1,12 +1,20 @@
-"""Engine pieces that need no worker: the result cache and reward assembly."""
+"""Engine pieces that need no worker: the result cache, reward assembly, and a scorer that fails on one item."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 
-from verifier_service.engine import CACHEABLE, ResultCache, _reward
+from verifier_service import engine as engine_module
+from verifier_service.engine import CACHEABLE, Engine, ResultCache, _reward
+from verifier_service.metrics import Metrics
+from verifier_service.pool import WorkerPool
+from verifier_service.runtime import WORKER_TASK
 from verifier_service.schema import ComponentResult, MathOptions, ScoreItem, Verdict
 from verifier_service.scoring.math import MathResult, MathTask
+from verifier_service.settings import VerifierSettings
 
 
 def _task(answer: str) -> MathTask:
@@ -53,3 +61,34 @@ def test_reward_is_weighted_sum_or_null() -> None:
     null = ComponentResult(score=None, verdict="worker_crashed")
     assert _reward(item, {"math": right, "format": half}) == 3.5
     assert _reward(item, {"math": null, "format": half}) is None
+
+
+@pytest.mark.parametrize("scorer", ["prepare_math", "extract_program"])
+def test_a_scorer_that_raises_on_one_item_costs_that_item_only(monkeypatch: pytest.MonkeyPatch, scorer: str) -> None:
+    """A bug in extracting one item's answer or program is that component's internal_error (null), never the batch's
+    500; the other items are scored as ever."""
+    real = getattr(engine_module, scorer)
+
+    def breaks_on_one_item(completion: str, *args: Any, **kwargs: Any) -> Any:
+        if "trips the bug" in completion:
+            raise ValueError("a bug in extraction")
+        return real(completion, *args, **kwargs)
+
+    monkeypatch.setattr(engine_module, scorer, breaks_on_one_item)
+    component = (
+        {"math": {"gold": "4"}} if scorer == "prepare_math" else {"code": {"tests": [{"type": "assert", "code": "1"}]}}
+    )
+    batch = [
+        ScoreItem.model_validate({"completion": text, "format": {}, **component})
+        for text in ("<think>a</think>4", "<think>a</think>4 trips the bug", "<think>a</think>4")
+    ]
+    # The pool is never started: no item needs a worker (plain numbers are settled in the service; code has no sandbox).
+    engine = Engine(VerifierSettings(math_workers=1), WorkerPool(1, WORKER_TASK), Metrics())
+    results = asyncio.run(engine.score(batch))
+    name = "math" if scorer == "prepare_math" else "code"
+    broken = results[1].components[name]
+    assert (broken.score, broken.verdict, results[1].reward) == (None, "internal_error", None)
+    assert broken.detail == "the verifier failed on this item"  # nothing of the exception
+    assert results[1].components["format"].verdict == "ok"
+    for result in (results[0], results[2]):
+        assert result.components[name].verdict == ("correct" if name == "math" else "sandbox_unavailable")

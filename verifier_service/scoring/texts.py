@@ -20,6 +20,7 @@ from verifier_service.scoring.text import component
 log = logging.getLogger(__name__)
 
 Found = tuple[float | None, str, str | None, str | None]  # a ComponentResult as plain values: score ... extracted
+ITEM_FAILED = "the verifier failed on this item"
 
 
 def safely(name: str, scorer: Callable[..., ComponentResult], *args: Any) -> ComponentResult:
@@ -28,7 +29,7 @@ def safely(name: str, scorer: Callable[..., ComponentResult], *args: Any) -> Com
         return scorer(*args)
     except Exception:
         log.exception("the %s scorer failed", name)
-        return failed(Verdict.INTERNAL_ERROR, "the verifier failed on this item")
+        return failed(Verdict.INTERNAL_ERROR, ITEM_FAILED)
 
 
 def failed(verdict: Verdict, detail: str) -> ComponentResult:
