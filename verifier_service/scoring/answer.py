@@ -22,15 +22,18 @@ from collections import Counter
 
 from verifier_service.schema import AnswerSpec, ComponentResult, ScoreItem, Verdict
 from verifier_service.scoring.extract import boxed_spans, final_answer_region
-from verifier_service.scoring.text import result
+from verifier_service.scoring.text import result, without_punctuation
 
-_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
+# The <answer> and </answer> tags, paired up by `answer_blocks`: a regex for whole blocks, `<answer>(.*?)</answer>`,
+# scans to the end of the text from every opening tag never closed (quadratic in a text of repeated opening tags).
+_TAG = re.compile(r"<(/?)answer>", re.IGNORECASE)
 _LINE = re.compile(r"(?im)\banswer\s*:[\s*]*([^\n]{1,300})")
 _WRAPPER = re.compile(r"^\\(?:text|textbf|mathrm|mbox)\s*\{(.*)\}$", re.DOTALL)
 _ARTICLES = re.compile(r"\b(?:a|an|the)\b")
 _SPACES = re.compile(r"\s+")
 _NUMBER = re.compile(r"^[-+]?\$?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?%?$")
-# Separators of several candidates: "X or Y", "X; Y", "X / Y" (not 1/2), "X and/or Y".
+# Separators of several candidates: "X or Y", "X; Y", "X / Y" (not 1/2), "X and/or Y". Read with every run of
+# whitespace made one space: on a long run, `\s+` and `\s*` would scan the rest of it from each of its characters.
 _CANDIDATES = re.compile(r"(?i)\s+(?:and/)?or\s+|;|(?<!\d)\s*/\s*(?!\d)")
 
 
@@ -40,8 +43,7 @@ def normalise(text: str) -> str:
     >>> normalise("The  Eiffel-Tower!")
     'eiffeltower'
     """
-    text = unicodedata.normalize("NFKC", text).casefold()
-    text = "".join(c for c in text if not unicodedata.category(c).startswith("P"))
+    text = without_punctuation(unicodedata.normalize("NFKC", text).casefold())
     return _SPACES.sub(" ", _ARTICLES.sub(" ", text)).strip()
 
 
@@ -96,9 +98,35 @@ def _unwrap(text: str) -> str:
     return wrapped.group(1).strip() if wrapped else text
 
 
+def answer_blocks(region: str) -> list[str]:
+    """The text of each `<answer>...</answer>` block, left to right: from an opening tag to the first closing tag
+    after it (as the lazy regex `<answer>(.*?)</answer>` reads them), in one pass over the tags.
+
+    >>> answer_blocks("<answer>a</answer> </answer> <Answer>b <answer>c</ANSWER> <answer>d")
+    ['a', 'b <answer>c']
+    """
+    found, start = [], -1
+    for tag in _TAG.finditer(region):
+        if not tag.group(1):
+            start = tag.end() if start < 0 else start
+        elif start >= 0:
+            found.append(region[start : tag.start()])
+            start = -1
+    return found
+
+
+def candidates(answer: str) -> list[str]:
+    """The candidates an answer lists ("X or Y", "X; Y", "X / Y"), without blank ones.
+
+    >>> candidates("Paris  or\\n London"), candidates("1/2")
+    (['Paris', 'London'], ['1/2'])
+    """
+    return [part.strip() for part in _CANDIDATES.split(_SPACES.sub(" ", answer)) if part.strip()]
+
+
 def extract(region: str) -> tuple[str | None, bool]:
     """(the answer, whether several <answer> blocks disagree)."""
-    blocks = [block.strip() for block in _BLOCK.findall(region)]
+    blocks = [block.strip() for block in answer_blocks(region)]
     if blocks:
         return blocks[-1], len({normalise(block) for block in blocks}) > 1
     spans = boxed_spans(region)
@@ -127,7 +155,7 @@ def score(item: ScoreItem, spec: AnswerSpec) -> ComponentResult:
         return result(0.0, Verdict.HEDGED, "The <answer> blocks say different things.", extracted)
     if any(_same(read, gold) for gold in golds):
         return result(1.0, Verdict.CORRECT, None, extracted)
-    if len([part for part in _CANDIDATES.split(answer) if part.strip()]) > 1:
+    if len(candidates(answer)) > 1:
         return result(0.0, Verdict.HEDGED, "The answer lists several candidates.", extracted)
     if spec.match == "f1":
         best = max(f1(answer, gold) for gold in golds)

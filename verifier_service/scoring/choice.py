@@ -15,12 +15,14 @@ are `hedged`: the model does not get to spread its bets.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
+from collections.abc import Callable
 
 from verifier_service.schema import ChoiceSpec, ComponentResult, ScoreItem, Verdict
 from verifier_service.scoring.extract import boxed_spans, final_answer_region
-from verifier_service.scoring.text import result
+from verifier_service.scoring.text import result, without_punctuation
 
 _WRAPPER = re.compile(r"^\\(?:text|textbf|mathrm|mathbf|mbox)\s*\{(.*)\}$", re.DOTALL)
 _ANSWER_LINE = re.compile(r"(?i)\banswer\b(?:\s+is)?[\s:*]*(?:option\s+|choice\s+)?([^\n]{1,200})")
@@ -43,11 +45,14 @@ def _clean(text: str) -> str:
 
 def _normal(text: str) -> str:
     text = unicodedata.normalize("NFKC", text).casefold()
-    return _SPACES.sub(" ", "".join(c for c in text if not unicodedata.category(c).startswith("P"))).strip()
+    return _SPACES.sub(" ", without_punctuation(text)).strip()
 
 
-def _read(answer: str, spec: ChoiceSpec, letters: str, multi: bool) -> tuple[Verdict, frozenset[str]]:
-    """What one extracted answer chooses: (no_answer | hedged | not_an_option | chosen, the letters chosen)."""
+def _read(
+    answer: str, spec: ChoiceSpec, options: Callable[[], list[str]], letters: str, multi: bool
+) -> tuple[Verdict, frozenset[str]]:
+    """What one extracted answer chooses: (no_answer | hedged | not_an_option | chosen, the letters chosen).
+    `options` gives the options' texts normalised."""
     text = _clean(answer)
     if not text:
         return Verdict.NO_ANSWER, frozenset()
@@ -59,7 +64,7 @@ def _read(answer: str, spec: ChoiceSpec, letters: str, multi: bool) -> tuple[Ver
         return (Verdict.CORRECT, frozenset(letter)) if letter in letters else (Verdict.NOT_AN_OPTION, frozenset())
     if spec.options:
         wanted = _normal(text)
-        matching = [letters[i] for i, option in enumerate(spec.options[: len(letters)]) if _normal(option) == wanted]
+        matching = [letters[i] for i, option in enumerate(options()) if option == wanted]
         if len(matching) == 1:
             return Verdict.CORRECT, frozenset(matching)
     found = frozenset(_LETTER.findall(text))
@@ -91,9 +96,12 @@ def score(item: ScoreItem, spec: ChoiceSpec) -> ComponentResult:
     region = final_answer_region(item.completion, spec.think_tag)
     if region is None:
         return result(0.0, Verdict.NO_ANSWER, "The reasoning was opened and never closed.")
+    # The options normalised once, when first compared with: every box is read, and normalising every option again
+    # for each box would cost boxes times options.
+    options = functools.cache(lambda: [_normal(option) for option in (spec.options or ())[: len(letters)]])
     boxes = _box_contents(region)
     if boxes:
-        readings = [_read(box, spec, letters, multi) for box in boxes]
+        readings = [_read(box, spec, options, letters, multi) for box in boxes]
         if len({chosen for verdict, chosen in readings if verdict == Verdict.CORRECT}) > 1:
             return result(0.0, Verdict.HEDGED, "The boxed answers name different options.", boxes[-1][:200])
         answer, (verdict, chosen) = boxes[-1], readings[-1]
@@ -106,7 +114,7 @@ def score(item: ScoreItem, spec: ChoiceSpec) -> ComponentResult:
             answer = stripped
         else:
             return result(0.0, Verdict.NO_ANSWER, "No boxed answer and no answer line after the reasoning.")
-        verdict, chosen = _read(answer, spec, letters, multi)
+        verdict, chosen = _read(answer, spec, options, letters, multi)
     extracted = answer.strip()[:200] or None
     if verdict == Verdict.NO_ANSWER:
         return result(0.0, verdict, "No option letter in the answer.", extracted)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 _BOXED_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BRACE_OR_ESCAPE = re.compile(r"\\.|[{}]", re.DOTALL)
 # Between two boxed answers that are read together as one multi-part answer: LaTeX spacing and delimiters,
 # then either no words at all (`,`, `++`) or a short phrase ending in 'and'/'or' ("for part (a) and"),
 # perhaps with the next part's label ("and y_2 =").
@@ -73,21 +74,16 @@ def final_answer_region(completion: str, think_tag: str = "think") -> str | None
 
 
 def _matching_brace(text: str, open_at: int) -> int:
-    """Index just past the brace that closes text[open_at - 1] == '{', or -1."""
+    """Index just past the brace that closes text[open_at - 1] == '{', or -1. A backslash escapes the next character.
+    The regex steps over the text between braces (a loop over every character costs 0.6 s per million)."""
     depth = 1
-    i = open_at
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch == "{":
+    for found in _BRACE_OR_ESCAPE.finditer(text, open_at):
+        if found[0] == "{":
             depth += 1
-        elif ch == "}":
+        elif found[0] == "}":
             depth -= 1
             if depth == 0:
-                return i + 1
-        i += 1
+                return found.end()
     return -1
 
 

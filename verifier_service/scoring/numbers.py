@@ -32,20 +32,25 @@ _FRACTION = re.compile(
     r"^(?P<sign>[-+]?)\s*(?:(?P<latex>\\[dt]?frac)\s*(?:\{\s*(?P<n1>-?\d+)\s*\}|(?P<n2>\d))\s*(?:\{\s*(?P<d1>\d+)\s*\}|(?P<d2>\d))"
     r"|(?P<n3>-?\d+)\s*/\s*(?P<d3>\d+))$"
 )
-_TRAILING = re.compile(r"[\s.,;:!*]+$")
+_TRAILING = re.compile(r"(?<![\s.,;:!*])[\s.,;:!*]+$")  # from the start of a run only: see _TEXT_AND
 _LEADING = re.compile(r"^(?:(?i:(?:the\s+)?(?:final\s+)?answer(?:\s+is)?\s*:?)|=|\s|\*\*)+")
 
-# `4 4/9` is 40/9; `1 000 4/9` is 9004/9. Not inside a longer number or fraction.
+# `4 4/9` is 40/9; `1 000 4/9` is 9004/9. Not inside a longer number or fraction, and not from a group of digits
+# inside a run of groups (`1 000 000 ...`, from where it would scan the rest of the run again, once per group).
 MIXED_NUMBER = re.compile(
-    r"(?<![\d.,/\w])(?P<sign>[-+]?)(?P<whole>\d{1,3}(?: \d{3})+|\d+)[ \t]+(?P<num>\d+)/(?P<den>\d+)"
+    r"(?<![\d.,/\w])(?P<sign>[-+]?)(?!(?<=\d )\d{3} \d{3})"
+    r"(?P<whole>\d{1,3}(?: \d{3})+|\d+)[ \t]+(?P<num>\d+)/(?P<den>\d+)"
     r"(?![\d/.]\d|\d|/)(?P<pct>\s*(?:%|[Pp]ercentage|[Pp]ercent|[Pp]ct))?"
 )
 _SCIENTIFIC = re.compile(r"(?<![\w\\.])(?P<mant>\d+(?:\.\d+)?)[eE](?P<exp>[-+]?\d+)(?![\w.])")
 _MATHRM_E = re.compile(r"\\(?:mathrm|text|operatorname)\s*\{\s*e\s*\}|\\mathrm\s+e\b")
-_TEXT_AND = re.compile(r"\s*\\q?quad\s*\\text\s*\{\s*(?:and|or)\s*\}\s*\\q?quad\s*")
+# Leading whitespace is taken only from the start of its run (`(?<!\s)`), where the first match starts anyway: tried
+# from each character of a long run, `\s*` would scan the rest of the run each time.
+_TEXT_AND = re.compile(r"(?:(?<!\s)\s+)?\\q?quad\s*\\text\s*\{\s*(?:and|or)\s*\}\s*\\q?quad\s*")
 _SQRT_PAREN = re.compile(r"\\sqrt\s*\(([^()\\]{1,40})\)")
-# A full stop or comma that ends the math, inside the math: `$\frac{1}{3}.$`, `\boxed{5.}`.
-_PUNCT_BEFORE_CLOSE = re.compile(r"(?<!\\)\s*[.,;](\s*)(?=\$|\\\]|\\\)|\}\s*$)")
+# A full stop or comma that ends the math, inside the math: `$\frac{1}{3}.$`, `\boxed{5.}`. Its leading whitespace is
+# taken from the start of its run (after a backslash, from the run's second character: `(?<!\\)` allows no earlier).
+_PUNCT_BEFORE_CLOSE = re.compile(r"(?:(?<![\\\s])|(?<=\\\s))\s*[.,;](\s*)(?=\$|\\\]|\\\)|\}\s*$)")
 
 INVALID = "\\text{invalid}"
 # The most digits a number converted here may have. Past Python's limit (4,300 digits by default, at least this many
