@@ -28,6 +28,7 @@ from verifier_service.scoring.texts import (
     results_of,
     safely,
     score_texts,
+    text_chars,
     text_components,
 )
 from verifier_service.settings import VerifierSettings
@@ -35,8 +36,9 @@ from verifier_service.settings import VerifierSettings
 log = logging.getLogger(__name__)
 
 GROUP_SIZE = 8  # math tasks sent to a worker at once
-# Extraction runs on the event loop in slices of completions up to this size in all (`Engine._prepare`), and a batch
-# of text components this small is scored there too (a larger one in a thread).
+# Extraction runs on the event loop in slices of up to this many characters of completions and golds in all
+# (`Engine._prepare`), and a batch whose text components read this few (`texts.text_chars`) is scored there too (a
+# larger one in a thread): every scorer is linear in what it reads, so this bounds the time the loop is held.
 INLINE_PREPARE_CHARS = 32_000
 # Batches with at least this many items with text components score those in the worker pool (text.TextTask).
 WORKER_TEXT_ITEMS = 64
@@ -100,6 +102,11 @@ class _Program:
     total: int
     fenced: bool  # False: the whole answer, no code block (not compiling, it is prose: no_code)
     indexes: list[int] = field(default_factory=list)
+
+
+def _extraction_chars(item: ScoreItem) -> int:
+    """What extracting the item's math answer and program reads, at most: its completion, and its math gold."""
+    return len(item.completion) + (len(item.math.gold) if item.math is not None else 0)
 
 
 def _component(result: MathResult) -> ComponentResult:
@@ -241,16 +248,16 @@ class Engine:
         waiting."""
         if not with_texts:
             components: list[dict[str, ComponentResult]] = [{} for _ in items]
-        elif sum(len(item.completion) for item in items) <= INLINE_PREPARE_CHARS:
+        elif sum(text_chars(item) for item in items) <= INLINE_PREPARE_CHARS:
             components = score_texts(items)
         else:
             components = await asyncio.to_thread(score_texts, items)
         batch = _Batch(components=components)
         start = 0
         while start < len(items):
-            end, chars = start + 1, len(items[start].completion)
-            while end < len(items) and chars + len(items[end].completion) <= INLINE_PREPARE_CHARS:
-                chars += len(items[end].completion)
+            end, chars = start + 1, _extraction_chars(items[start])
+            while end < len(items) and chars + (more := _extraction_chars(items[end])) <= INLINE_PREPARE_CHARS:
+                chars += more
                 end += 1
             for index in range(start, end):
                 item = items[index]

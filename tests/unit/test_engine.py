@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -92,3 +93,62 @@ def test_a_scorer_that_raises_on_one_item_costs_that_item_only(monkeypatch: pyte
     assert results[1].components["format"].verdict == "ok"
     for result in (results[0], results[2]):
         assert result.components[name].verdict == ("correct" if name == "math" else "sandbox_unavailable")
+
+
+def scored_where(monkeypatch: pytest.MonkeyPatch, batch: list[ScoreItem]) -> set[str]:
+    """The threads the batch's text components were scored in."""
+    threads = set()
+    real = engine_module.score_texts
+
+    def recorded(items: list[ScoreItem]) -> Any:
+        threads.add(threading.current_thread().name)
+        return real(items)
+
+    monkeypatch.setattr(engine_module, "score_texts", recorded)
+    engine = Engine(VerifierSettings(math_workers=1), WorkerPool(1, WORKER_TASK), Metrics())  # text only: no worker
+    asyncio.run(engine.score(batch))
+    return threads
+
+
+def test_a_small_batch_s_text_components_are_scored_on_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    batch = [ScoreItem(completion="<answer>Paris</answer>", answer={"gold": "Paris"}, format={}) for _ in range(8)]
+    assert scored_where(monkeypatch, batch) == {threading.main_thread().name}  # a thread would cost more than it
+
+
+def test_text_components_that_read_much_are_never_scored_on_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Short completions, but 100 aliases of 10,000 characters each to compare with: the work is in the specs, and
+    counting only the completions would leave it on the loop (health checks unanswered while it runs)."""
+    golds = [f"{n} " + "alias " * 1_600 for n in range(100)]
+    batch = [ScoreItem(completion="<answer>Paris</answer>", answer={"gold": golds}) for _ in range(8)]
+    assert sum(map(len, golds)) > engine_module.INLINE_PREPARE_CHARS
+    assert threading.main_thread().name not in scored_where(monkeypatch, batch)
+
+
+def test_extraction_yields_the_event_loop_every_slice_of_completions_and_golds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Math answers are extracted on the event loop a slice at a time; a slice counts the golds as well as the
+    completions (a GSM8K gold is a whole solution, up to 10,000 characters, read like a completion)."""
+    gold = "So she has " + "two more, " * 995 + "\n#### 4"
+    batch = [ScoreItem(completion=f"<think>a</think>{n % 2 + 3}", math={"gold": gold}) for n in range(60)]
+    ticks, seen = 0, []  # how often another task ran; at which count each item was extracted
+    real = engine_module.prepare_math
+
+    def recorded(completion: str, gold: str, *args: Any, **kwargs: Any) -> Any:
+        seen.append((ticks, len(completion) + len(gold)))
+        return real(completion, gold, *args, **kwargs)
+
+    async def main() -> list[Any]:
+        nonlocal ticks
+        engine = Engine(VerifierSettings(math_workers=1), WorkerPool(1, WORKER_TASK), Metrics())  # golds are plain
+        scoring = asyncio.ensure_future(engine.score(batch))
+        while not scoring.done():
+            ticks += 1
+            await asyncio.sleep(0)
+        return scoring.result()
+
+    monkeypatch.setattr(engine_module, "prepare_math", recorded)
+    results = asyncio.run(main())
+    assert [result.reward for result in results] == [0.0, 1.0] * 30
+    slices: dict[int, int] = {}
+    for tick, chars in seen:
+        slices[tick] = slices.get(tick, 0) + chars
+    assert len(slices) > 1 and max(slices.values()) <= engine_module.INLINE_PREPARE_CHARS

@@ -93,6 +93,25 @@ def text_components(item: ScoreItem) -> list[str]:
     return [name for name in TEXT if getattr(item, name) is not None]
 
 
+def text_chars(item: ScoreItem) -> int:
+    """About how many characters scoring the item's text components reads (each scorer is linear in them): the
+    completion once per component, and the texts of their specs (golds, aliases, options).
+
+    >>> text_chars(ScoreItem(completion="abc", format={}, answer={"gold": ["Paris", "Rome"]}))
+    34
+    """
+    specs = [spec for name in TEXT if (spec := getattr(item, name)) is not None]
+    return len(item.completion) * len(specs) + sum(_chars(value) for spec in specs for value in spec.__dict__.values())
+
+
+def _chars(value: object) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, tuple | list):
+        return len(value) + sum(_chars(part) for part in value)
+    return 1
+
+
 def run_text_task(task: TextTask) -> list[list[tuple[str, Found]]]:
     """In a worker: the task's items scored; per item, (component, result as plain values) pairs. Equal results are
     one result object (`text.component`), and become one tuple, which pickle sends once."""
