@@ -34,8 +34,10 @@ from verifier_service.scoring.math import prepare_math
 from verifier_service.settings import VerifierSettings
 
 LIMIT = VerifierSettings().max_completion_chars  # 1,000,000 characters
-# A linear scorer: about 8, up to 12 where the larger text no longer fits the processor's caches; a quadratic one: 64
-# (in practice hours: the quadratic term dominates long before the size limit).
+# A linear scorer: about 8, up to 12 where the larger text no longer fits the processor's caches, and 15 to 30 for
+# repetition's n-gram table at a million units, which is random access to 50 MB (on a busy host, now and then more: a
+# ratio over the bound is measured again, twice at most, and the least counts); a quadratic one: 64 (in practice
+# hours, the quadratic term dominating long before the size limit).
 LINEAR_BOUND = 32
 
 Scoring = Callable[[], object]
@@ -163,8 +165,11 @@ def cpu_seconds(scoring: Scoring, runs: int = 3) -> float:
 def test_scoring_is_linear_at_the_size_limit(build: Callable[[str, int], Scoring], text: Callable[[int], str]) -> None:
     small, large = text(LIMIT // 8), text(LIMIT)
     assert len(large) > LIMIT - 100  # the size limit, give or take the last unit
-    ratio = cpu_seconds(build(large, LIMIT), runs=2) / max(cpu_seconds(build(small, LIMIT // 8)), 1e-6)
-    assert ratio < LINEAR_BOUND, f"{ratio:.1f} times the time for 8 times the text"
+    scoring_small, scoring_large = build(small, LIMIT // 8), build(large, LIMIT)
+    ratios: list[float] = []
+    while len(ratios) < 3 and min(ratios, default=LINEAR_BOUND) >= LINEAR_BOUND:
+        ratios.append(cpu_seconds(scoring_large, runs=2) / max(cpu_seconds(scoring_small), 1e-6))
+    assert min(ratios) < LINEAR_BOUND, f"{', '.join(f'{r:.1f}' for r in ratios)} times the time for 8 times the text"
 
 
 # The linear forms read what the backtracking patterns they replace read (small texts, where backtracking is cheap).
