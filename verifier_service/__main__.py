@@ -33,20 +33,30 @@ class NoProbes(logging.Filter):
 def install_log_filters() -> None:
     """Health probes stay out of the access log; a key in a URL is masked in every line, whoever logs it (a key in
     the right place has left the path before uvicorn logs it, url_key.py; one in a URL that only comes close has not).
+    Each filter once, however often this is called.
     """
-    logging.getLogger("uvicorn.access").addFilter(NoProbes())
-    logging.getLogger("asyncio").addFilter(AcceptErrors())  # out of file descriptors: a line a second, not thousands
+    add_filter(logging.getLogger("uvicorn.access"), NoProbes())
+    add_filter(logging.getLogger("asyncio"), AcceptErrors())  # out of file descriptors: a line a second, not thousands
     for name in ("", "uvicorn", "uvicorn.access"):  # the root's handler (ours, asyncio's) and uvicorn's own two
         for handler in logging.getLogger(name).handlers:
-            handler.addFilter(HideUrlKeys())
+            add_filter(handler, HideUrlKeys())
 
 
-def server_config(app: Any, settings: VerifierSettings) -> uvicorn.Config:
-    """How uvicorn serves `app`: the address, log level and connection limits of `settings`."""
+def add_filter(target: logging.Filterer, new: logging.Filter) -> None:
+    if not any(type(old) is type(new) for old in target.filters):
+        target.addFilter(new)
+
+
+def server_config(app: Any, settings: VerifierSettings, **options: Any) -> uvicorn.Config:
+    """How uvicorn serves `app`, here and on a Ray Serve replica's own listener (ray_serve.serve_directly): at the
+    address and log level of `settings`, with the connection limits of connections.py; `options` are uvicorn.Config's
+    others. Raises this process's open-file limit first, since the connection cap is fitted to it, and installs the
+    log filters after uvicorn.Config, which sets up uvicorn's loggers."""
     # loop="asyncio": uvloop (picked when installed) cannot start the sandbox's subprocesses as another user.
     # http: uvicorn's httptools protocol with the connection limits and timeouts of connections.py.
+    raise_open_file_limit()
     cap, backlog = connection_budget(settings, open_file_limit())
-    return uvicorn.Config(
+    config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -54,14 +64,15 @@ def server_config(app: Any, settings: VerifierSettings) -> uvicorn.Config:
         loop="asyncio",
         http=bounded_protocol(settings, cap),
         backlog=backlog,
+        **options,
     )
+    install_log_filters()
+    return config
 
 
 def serve(settings: VerifierSettings) -> None:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    raise_open_file_limit()  # before server_config, which fits the connection cap to the limit
     config = server_config(create_app(settings), settings)
-    install_log_filters()  # after uvicorn.Config, which sets up its loggers
     tune_collector()
     try:
         uvicorn.Server(config).run()

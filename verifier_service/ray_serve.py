@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 from ray.serve import Application
 
+from verifier_service.__main__ import server_config
 from verifier_service.app import create_app, tune_collector
 from verifier_service.settings import ENV_PREFIX, VerifierSettings
 
@@ -131,7 +132,9 @@ def serve_directly(app: FastAPI, settings: VerifierSettings) -> None:
     """Also serve `app` at settings.host:settings.port, from the end of its start-up to the start of its shut-down.
 
     The listener lives inside the app's lifespan, which Serve runs on the replica's event loop: both paths share one
-    runtime. The port is bound before anything else, so a port that is taken fails the replica with the reason.
+    runtime. The port is bound before anything else, so a port that is taken fails the replica with the reason. It is
+    served as `python -m verifier_service` serves (`__main__.server_config`): the same header and body timeouts,
+    connection cap, open-file limit and log filters, so idle connections cannot exhaust a replica either.
     """
     inner = app.router.lifespan_context
 
@@ -139,9 +142,9 @@ def serve_directly(app: FastAPI, settings: VerifierSettings) -> None:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with inner(app):
             listener = bind(settings.host, settings.port)
-            server = DirectServer(
-                uvicorn.Config(app, lifespan="off", log_config=None, access_log=False, log_level=settings.log_level)
-            )
+            # The logs are Ray's and the lifespan is Serve's: uvicorn sets up neither.
+            config = server_config(app, settings, lifespan="off", log_config=None, access_log=False)
+            server = DirectServer(config)
             task = asyncio.create_task(server.serve(sockets=[listener]))
             log.info("serving directly on http://%s:%d", settings.host, settings.port)
             try:

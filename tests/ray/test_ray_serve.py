@@ -126,6 +126,42 @@ def test_the_direct_listener_serves_the_same_app_for_the_lifespan() -> None:
         httpx.get(f"{url}/healthz", timeout=5)
 
 
+def received_until_closed(conn: socket.socket) -> bytes:
+    """All the listener sends until it closes the connection (a timeout fails the test)."""
+    received = b""
+    while chunk := conn.recv(65536):
+        received += chunk
+    return received
+
+
+def test_the_direct_listener_bounds_connections_as_the_server_does(caplog: pytest.LogCaptureFixture) -> None:
+    """The replica's own listener has the CLI server's connection limits (connections.py): past
+    VERIFIER_MAX_CONNECTIONS the connection idle longest is closed to make room, one that sends nothing is answered
+    408 once VERIFIER_HEADER_TIMEOUT_S has passed, a client is served all the while, and the log says so."""
+    port = free_port()
+    settings = VerifierSettings(
+        host="127.0.0.1", port=port, math_workers=1, code_enabled=False, max_connections=2, header_timeout_s=2
+    )
+    app = create_app(settings)
+    serve_directly(app, settings)
+    with TestClient(app):
+        oldest, *silent = (socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(3))
+        try:
+            made_room = received_until_closed(oldest)
+            answers = [received_until_closed(conn) for conn in silent]
+        finally:
+            for conn in (oldest, *silent):
+                conn.close()
+        scored = httpx.post(f"http://127.0.0.1:{port}/v1/score", json=ONE_ITEM, timeout=30)
+    assert made_room == b""  # closed to make room: no answer
+    for received in answers:
+        assert received.startswith(b"HTTP/1.1 408 "), received
+        assert b"no complete request headers within 2s" in received
+    assert scored.status_code == 200 and scored.json()["results"][0]["reward"] == 2.0
+    said = " ".join(r.getMessage() for r in caplog.records if r.name == "verifier_service.connections")
+    assert "(VERIFIER_MAX_CONNECTIONS: 2 open at most)" in said and "(VERIFIER_HEADER_TIMEOUT_S)" in said, said
+
+
 @pytest.mark.parametrize(("make", "nodelay"), [(bind, True), (lambda h, p: socket.create_server((h, p)), False)])
 def test_connections_to_the_listener_have_tcp_nodelay(make: Callable[[str, int], socket.socket], nodelay: bool) -> None:
     """asyncio sets TCP_NODELAY only on connections of a socket made with IPPROTO_TCP; without it every answer waits
