@@ -1,5 +1,5 @@
-"""Connections as `python -m verifier_service` serves them: bounded in number and in time, answered after a
-half-close, and said in the log at most once a second.
+"""Connections as `python -m verifier_service` (and a Ray Serve replica's own listener) serves them: bounded in number,
+in time and in header size, answered after a half-close, and said in the log at most once a second.
 
 uvicorn alone holds a connection that sends nothing for as long as it stays open (its only timer is the keep-alive
 one, after a response), and accepts connections until the process runs out of file descriptors: then nobody is
@@ -8,6 +8,8 @@ with a few hooks):
 
 - a request's headers must arrive within `VERIFIER_HEADER_TIMEOUT_S` of the connection (or of the request's first
   byte, on a kept-alive one), its body within `VERIFIER_BODY_TIMEOUT_S` of its headers: else 408 and closed;
+- its request line and headers must stay within `VERIFIER_MAX_HEADER_BYTES` (httptools holds them all, however many,
+  until they end): else 431 and closed;
 - at most `VERIFIER_MAX_CONNECTIONS` are open (fewer where the open-file limit allows fewer): past it, a new
   connection closes the one that has waited longest with no request in flight, or, when every one has a request in
   flight, is answered 503 and closed;
@@ -45,6 +47,7 @@ PROBE = b"HTTP/1.1 100 Continue\r\n\r\n"
 OWN_FILES = 128  # descriptors the service holds apart from connections: its listener, logs, forkserver, imports
 FILES_PER_WORKER = 8  # each math worker and each sandbox: pipes, sentinels, the sandbox's own channel (measured: ~6)
 REPORT_EVERY_S = 1.0
+LINGER_S = 2.0  # after a 431, what the client still sends is read and dropped for this long at most
 MIN_BACKLOG, MAX_BACKLOG = 16, 2048  # uvicorn's default listen backlog is the most
 ACCEPT_ROUNDS = 3  # descriptors kept free for this many backlogs of connections accepted and not yet let go
 
@@ -52,10 +55,11 @@ ACCEPT_ROUNDS = 3  # descriptors kept free for this many backlogs of connections
 class Connections:
     """What one server's connections share: the limits, the open ones, and which of those wait with no request."""
 
-    def __init__(self, cap: int, header_timeout_s: float, body_timeout_s: float) -> None:
+    def __init__(self, cap: int, header_timeout_s: float, body_timeout_s: float, max_header_bytes: int) -> None:
         self.cap = cap
         self.header_timeout_s = header_timeout_s
         self.body_timeout_s = body_timeout_s
+        self.max_header_bytes = max_header_bytes
         self.open: set[BoundedProtocol] = set()
         self.waiting: OrderedDict[BoundedProtocol, None] = OrderedDict()  # no request in flight; longest first
         self.report = LimitsReport(self)
@@ -99,6 +103,8 @@ class LimitsReport:
         "(VERIFIER_HEADER_TIMEOUT_S)",
         "body_late": "closed {n} connections with 408: the request body did not arrive within {body}s "
         "(VERIFIER_BODY_TIMEOUT_S)",
+        "headers_over": "closed {n} connections with 431: request headers over {header_bytes} bytes "
+        "(VERIFIER_MAX_HEADER_BYTES)",
     }
 
     def __init__(self, connections: Connections) -> None:
@@ -116,14 +122,20 @@ class LimitsReport:
     def flush(self) -> None:
         self.pending, self.last = None, time.monotonic()
         c = self.connections
-        values = {"cap": c.cap, "header": f"{c.header_timeout_s:g}", "body": f"{c.body_timeout_s:g}"}
+        values = {
+            "cap": c.cap,
+            "header": f"{c.header_timeout_s:g}",
+            "body": f"{c.body_timeout_s:g}",
+            "header_bytes": c.max_header_bytes,
+        }
         lines = [self.LINES[event].format(n=n, **values) for event, n in self.counts.items()]
         self.counts.clear()
         log.warning("connections: %s", "; ".join(lines))
 
 
 class BoundedProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with header and body deadlines, a connection cap and half-close handling."""
+    """uvicorn's httptools protocol with header and body deadlines, a header size cap, a connection cap and half-close
+    handling."""
 
     def __init__(self, *args: Any, connections: Connections, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -131,6 +143,15 @@ class BoundedProtocol(HttpToolsProtocol):
         self.deadline: asyncio.TimerHandle | None = None
         self.probe: asyncio.TimerHandle | None = None
         self.half_closed = False
+        # The request line and headers being read (None when none are): the bytes the parser has handed over (the
+        # URL and whole header lines), and the bytes of the reads that fell wholly within them (a header line still
+        # arriving is held by httptools, unseen). Both fall short of the true size, so neither refuses headers under
+        # the cap; the read a request begins in, which may end the one before, counts by the parser's share only.
+        self.head: int | None = None
+        self.head_received = 0
+        self.heads_begun = 0
+        self.head_over = False  # headers over the cap: no app for them, and what follows them is dropped
+        self.lingering = False  # answered 431 and half-closed: until the client closes, or LINGER_S
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -148,24 +169,62 @@ class BoundedProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     # Deadlines: headers from the connection or the request's first byte; the body from the headers.
+    # The size of the headers: counted as they come, checked after each read and once they are whole.
+
+    def data_received(self, data: bytes) -> None:
+        if self.head_over:
+            return
+        continued, begun = self.head is not None, self.heads_begun  # headers that began before this read
+        super().data_received(data)
+        if self.transport.is_closing():
+            return
+        if self.head is not None and continued and self.heads_begun == begun:
+            self.head_received += len(data)  # all of this read is of headers that still go on
+        if self.head_over or max(self.head or 0, self.head_received) > self.limits.max_header_bytes:
+            self._headers_over()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self.head, self.head_received = 0, 0
+        self.heads_begun += 1
         self._expect_headers()
 
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        self.head = (self.head or 0) + len(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        super().on_header(name, value)
+        self.head = (self.head or 0) + len(name) + len(value) + 4  # ": " and the line's end
+
     def on_headers_complete(self) -> None:
+        if self.head_over:
+            return  # a request pipelined behind the one refused, in the same read
+        if (self.head or 0) > self.limits.max_header_bytes:
+            self.head_over = True  # refused once the parser has returned (data_received): start no app for it
+            return
+        self.head, self.head_received = None, 0
         self._cancel_deadline()
         super().on_headers_complete()
         self.limits.busy(self)
         self.deadline = self.loop.call_later(self.limits.body_timeout_s, self._body_late)
 
+    def on_body(self, body: bytes) -> None:
+        if not self.head_over:
+            super().on_body(body)
+
     def on_message_complete(self) -> None:
+        if self.head_over:
+            return
         self._cancel_deadline()
         super().on_message_complete()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing() and not self.pipeline:
+        if self.head_over and not self.transport.is_closing():  # the answer the refusal waited for is out
+            self._unset_keepalive_if_required()
+            self._refuse_headers()
+        elif not self.transport.is_closing() and not self.pipeline:
             self.limits.idle(self)
 
     def _expect_headers(self) -> None:
@@ -190,6 +249,17 @@ class BoundedProtocol(HttpToolsProtocol):
         self.limits.report.count("headers_late")
         self._answer_and_close(408, f"no complete request headers within {self.limits.header_timeout_s:g}s")
 
+    def _headers_over(self) -> None:
+        self.head_over = True
+        self.limits.report.count("headers_over")
+        if self._in_flight():  # behind a request still being answered: refused after its answer (on_response_complete)
+            self.flow.pause_reading()
+            return
+        self._refuse_headers()
+
+    def _refuse_headers(self) -> None:
+        self._answer_and_linger(431, f"request headers over {self.limits.max_header_bytes} bytes")
+
     def _body_late(self) -> None:
         self.deadline = None
         if self.transport.is_closing():
@@ -205,21 +275,26 @@ class BoundedProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def _answer_and_close(self, status: int, detail: str, retry_after: bool = False) -> None:
-        body = json.dumps({"detail": detail}).encode()
-        head = [
-            STATUS_LINE[status],
-            b"content-type: application/json\r\n",
-            b"content-length: %d\r\n" % len(body),
-            b"connection: close\r\n",
-            b"retry-after: 1\r\n" if retry_after else b"",
-            b"\r\n",
-        ]
-        self.transport.write(b"".join(head) + body)
+        self.transport.write(closing_answer(status, detail, retry_after))
         self.transport.close()
+
+    def _answer_and_linger(self, status: int, detail: str) -> None:
+        """Answer and end our side, but read and drop what the client still sends, until it closes or LINGER_S:
+        closed with its data unread, the connection would be reset, and a reset can cost the client the answer."""
+        self.transport.write(closing_answer(status, detail))
+        if not self.transport.can_write_eof():  # TLS: no half-close
+            self.transport.close()
+            return
+        self._cancel_deadline()
+        self.lingering = True
+        self.transport.write_eof()
+        self.deadline = self.loop.call_later(LINGER_S, self.transport.close)
 
     # A half-close after a whole request: answer it, then close.
 
     def eof_received(self) -> bool | None:  # type: ignore[override]  # uvicorn says None; asyncio takes a bool
+        if self.lingering:
+            return None  # the client has read its answer and closed: close
         if self.half_closed:
             return True
         cycle = self.cycle
@@ -240,6 +315,20 @@ class BoundedProtocol(HttpToolsProtocol):
         if not self.pipeline and not self.cycle.response_started:  # nothing of an answer on the wire yet
             self.transport.write(PROBE)
         self.probe = self.loop.call_later(PROBE_EVERY_S, self._probe)
+
+
+def closing_answer(status: int, detail: str, retry_after: bool = False) -> bytes:
+    """A whole HTTP answer with a JSON `detail`, which says the connection closes after it."""
+    body = json.dumps({"detail": detail}).encode()
+    head = [
+        STATUS_LINE[status],
+        b"content-type: application/json\r\n",
+        b"content-length: %d\r\n" % len(body),
+        b"connection: close\r\n",
+        b"retry-after: 1\r\n" if retry_after else b"",
+        b"\r\n",
+    ]
+    return b"".join(head) + body
 
 
 class AcceptErrors(logging.Filter):
@@ -317,5 +406,5 @@ def connection_budget(settings: VerifierSettings, file_limit: int) -> tuple[int,
 
 def bounded_protocol(settings: VerifierSettings, cap: int) -> Any:
     """The `http` of a uvicorn.Config: a factory of BoundedProtocol sharing one server's Connections."""
-    shared = Connections(cap, settings.header_timeout_s, settings.body_timeout_s)
+    shared = Connections(cap, settings.header_timeout_s, settings.body_timeout_s, settings.max_header_bytes)
     return functools.partial(BoundedProtocol, connections=shared)

@@ -62,6 +62,9 @@ class VerifierSettings(BaseSettings):
     )
     header_timeout_s: float = Field(10.0, gt=0, le=600, description="A request's headers must arrive within this.")
     body_timeout_s: float = Field(60.0, gt=0, le=3600, description="A request's body must follow its headers within.")
+    max_header_bytes: int = Field(
+        64 * 1024, ge=1024, le=16 * 1024 * 1024, description="A request's line and headers at most; past it, 431."
+    )
 
     max_batch_items: int = Field(4096, ge=1)
     max_request_bytes: int = Field(64 * 1024 * 1024, ge=1024)

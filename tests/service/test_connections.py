@@ -126,6 +126,53 @@ def test_a_connection_that_sends_nothing_trickles_or_stalls_its_body_is_answered
     assert "Traceback" not in log, log
 
 
+def send_repeatedly(conn: socket.socket, data: bytes, count: int, every_s: float) -> None:
+    """Send `data` `count` times, one send each, until sent or the server closes the connection."""
+    with contextlib.suppress(OSError):
+        for _ in range(count):
+            conn.sendall(data)
+            time.sleep(every_s)
+
+
+@pytest.mark.timeout(120)
+def test_request_headers_past_the_cap_are_answered_431_and_closed(tmp_path: Path) -> None:
+    """httptools keeps a request's headers until they end, however long: past VERIFIER_MAX_HEADER_BYTES the answer is
+    431 and the connection closes, whether the headers came whole in one read, in many at once, or one line of them
+    keeps coming (the header timeout is a minute away); headers under the cap are served, however long the body after
+    them."""
+    with running_server(tmp_path, max_header_bytes=4096, header_timeout_s=60, **SMALL) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=30) as whole,
+            socket.create_connection(("127.0.0.1", port), timeout=30) as flood,
+            socket.create_connection(("127.0.0.1", port), timeout=30) as endless,
+            socket.create_connection(("127.0.0.1", port), timeout=30) as pipelined,
+        ):
+            whole_request = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"y" * 5000 + b"\r\n\r\n"
+            whole.sendall(whole_request)
+            # Still sending when refused: closed with that unread, the connection would be reset, the answer lost.
+            flood.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"y" * 2**20 + b"\r\n\r\n")
+            endless.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: ")
+            sender = threading.Thread(target=send_repeatedly, args=(endless, b"y" * 500, 200, 0.05), daemon=True)
+            sender.start()  # one header line, 10 KB a second, never ending: past the cap within a second
+            # Behind a request being answered: that one's answer first, then the 431.
+            pipelined.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + whole_request)
+            answers = {name: answer(conn) for name, conn in [("whole", whole), ("flood", flood), ("endless", endless)]}
+            first, _, second = answer(pipelined).partition(b"HTTP/1.1 431 ")
+        long_body = {"items": [{**ITEM, "completion": "x" * 100_000 + ITEM["completion"]}]}
+        under = httpx.post(f"{server.url}/v1/score", json=long_body, headers={"X-Padding": "y" * 3500}, timeout=30)
+        wait_for_line(server, "(VERIFIER_MAX_HEADER_BYTES)")
+        log = server.output()
+    for name, received in answers.items():
+        assert received.startswith(b"HTTP/1.1 431 "), (name, received[:200])
+        assert b"connection: close" in received.lower(), (name, received[:200])
+        assert b"request headers over 4096 bytes" in received, (name, received[:200])
+    assert first.startswith(b"HTTP/1.1 200 ") and first.endswith(b'{"status":"ok"}'), first
+    assert b"request headers over 4096 bytes" in second, second
+    assert under.status_code == 200 and under.json()["results"][0]["reward"] == 1.0, under.text
+    assert "Traceback" not in log, log
+
+
 def test_the_open_file_limit_is_raised_to_the_hard_limit(tmp_path: Path) -> None:
     with running_server(tmp_path, preexec_fn=open_files(256, 4096), **SMALL) as server:
         limits = Path(f"/proc/{server.process.pid}/limits").read_text()
