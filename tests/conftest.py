@@ -72,10 +72,7 @@ def running_server(
         )
     server = Server(f"http://127.0.0.1:{port}", process, log)
     try:
-        if wait_for == "/readyz":
-            wait_ready(server, timeout=60)  # a name some tests replace (monkeypatch) to wait for something else
-        else:
-            wait_until_ok(server, wait_for, timeout=60)
+        wait_until_ok(server, wait_for, timeout=60)
         yield server
     finally:
         process.terminate()

