@@ -7,13 +7,22 @@ from the dataset row (`ROW_FIELDS`: a gold answer, code tests, option texts).
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 
-from verifier_service.schema import PRIMARIES, SPECS, ComponentSpec, FormatOptions, GatedSpec, MathOptions, ScoreItem
+from verifier_service.schema import (
+    PRIMARIES,
+    SPECS,
+    ComponentSpec,
+    FormatOptions,
+    GatedSpec,
+    MathOptions,
+    ScoreItem,
+    closest_name,
+    unknown_name,
+)
 
 # The spec fields each primary component takes from the dataset row, never from options.
 ROW_FIELDS: dict[str, tuple[str, ...]] = {
@@ -51,8 +60,8 @@ overlong, length, repetition
 
 def closest_component(name: object) -> str:
     """The hint for a name that is not a component: "; did you mean 'x'?" for the closest one, else ";"."""
-    close = difflib.get_close_matches(str(name), list(SPECS), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ";"
+    close = closest_name(name, list(SPECS))
+    return f"; did you mean {close!r}?" if close else ";"
 
 
 def option_names(component: str) -> list[str]:
@@ -209,10 +218,9 @@ def _describe_one(loc: tuple[str, ...], kind: str, message: str) -> str:
     if not loc:
         return message.replace("allow_order_inversion: true", "pass allow_order_inversion=True to the reward")
     where = ".".join(loc)
-    if kind == "extra_forbidden":
-        model = _model_at(loc[:-1])
-        names = option_names(loc[0]) if len(loc) == 2 and loc[0] in SPECS else _fields(model)
-        return f"unknown option {loc[-1]!r} for {'.'.join(loc[:-1])}; its options: {', '.join(names)}"
+    if kind == "extra_forbidden":  # the server's suggestion (`schema.unknown_name`); an item's own field has no owner
+        names = option_names(loc[0]) if len(loc) == 2 and loc[0] in SPECS else _fields(_model_at(loc[:-1]))
+        return unknown_name("option" if len(loc) > 1 else "item field", loc[-1], names, at=".".join(loc[:-1]))
     if kind == "missing":
         return f"{'.'.join(loc[:-1])} needs the option {loc[-1]!r}"
     return f"{where}: {message}"

@@ -1,11 +1,11 @@
 """Validation problems as the API reports them: location, a message that says what is allowed, and the error type;
 never the client's value, and a bounded number of them. An unknown field's name is said back (it is the client's
-spelling of the schema, not its data), shortened and with the closest real name. Used by the HTTP error handler, the
-trainer routes and the in-process verifier alike."""
+spelling of the schema, not its data), shortened and with the closest real name (`schema.unknown_name`, which the
+trainer client's option errors use too). Used by the HTTP error handler, the trainer routes and the in-process
+verifier alike."""
 
 from __future__ import annotations
 
-import difflib
 import functools
 import typing
 from collections.abc import Iterator, Mapping, Sequence
@@ -13,11 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from verifier_service.schema import COMPONENTS, ScoreRequest
+from verifier_service.schema import COMPONENTS, ScoreRequest, unknown_name
 
 MAX_ERRORS = 20  # listed in `errors`; a request with more says how many
 MAX_MSG_CHARS = 300
-MAX_NAME_CHARS = 40  # of an unknown field's name, said back
 
 # pydantic error types whose message says what is allowed and holds nothing of the input. Any other type gets a
 # message made from its name alone; `extra_forbidden` and `union_tag_invalid` get messages of their own (pydantic's
@@ -107,23 +106,6 @@ def _describe_one(error: Mapping[str, Any], root: type[BaseModel], top: str) -> 
         else:
             msg = f"a key: {msg}"
     return {"loc": _where(loc, top, _known(root)), "msg": msg[:MAX_MSG_CHARS], "type": kind}
-
-
-def unknown_name(what: str, name: Any, allowed: list[str]) -> str:
-    """What to say of a name the schema does not know: the name, shortened and printable, and the closest allowed
-    one, else them all.
-
-    >>> unknown_name("field", "maths", ["completion", "math", "code"])
-    "unknown field 'maths'; did you mean 'math'?"
-    >>> unknown_name("key", "k" * 50 + "\\n", ["math", "code"])
-    "unknown key 'kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk...'; allowed: math, code"
-    """
-    text = str(name)
-    shown = "".join(char if char.isprintable() and char != "\\" else "?" for char in text[:MAX_NAME_CHARS])
-    shown += "..." if len(text) > MAX_NAME_CHARS else ""
-    close = difflib.get_close_matches(text, allowed, n=1, cutoff=0.6) if len(text) <= MAX_NAME_CHARS else []
-    hint = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(allowed)}"
-    return f"unknown {what} {shown!r}; {hint}"
 
 
 def describe(

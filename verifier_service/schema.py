@@ -6,6 +6,7 @@ models and the trainer client builds and parses with them. It imports pydantic a
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 import re
@@ -1041,3 +1042,38 @@ class ErrorResponse(BaseModel):
 
     detail: str = Field(..., description="A readable message.")
     errors: list[ErrorDetail] | None = Field(None, description="422: each problem found (at most 20).")
+
+
+MAX_NAME_CHARS = 40  # of an unknown name, said back
+
+
+def closest_name(name: object, allowed: Sequence[str]) -> str | None:
+    """The allowed name closest to one the schema does not know, if any is close: the one rule by which the service's
+    errors and the client's suggest a name.
+
+    >>> closest_name("maths", ["completion", "math", "code"]), closest_name("zzz", ["math", "code"])
+    ('math', None)
+    """
+    text = str(name)
+    close = difflib.get_close_matches(text, list(allowed), n=1, cutoff=0.6) if len(text) <= MAX_NAME_CHARS else []
+    return close[0] if close else None
+
+
+def unknown_name(what: str, name: object, allowed: Sequence[str], at: str = "") -> str:
+    """What to say of a name the schema does not know (a field, an option, a key), `at` a place when given: the name,
+    shortened and printable (it is the client's spelling of the schema, not its data), and the closest allowed one,
+    else them all.
+
+    >>> unknown_name("field", "maths", ["completion", "math", "code"])
+    "unknown field 'maths'; did you mean 'math'?"
+    >>> unknown_name("option", "bufer_tokens", ["max_tokens", "buffer_tokens"], at="overlong")
+    "unknown option 'bufer_tokens' for overlong; did you mean 'buffer_tokens'?"
+    >>> unknown_name("key", "k" * 50 + "\\n", ["math", "code"])
+    "unknown key 'kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk...'; allowed: math, code"
+    """
+    text = str(name)
+    shown = "".join(char if char.isprintable() and char != "\\" else "?" for char in text[:MAX_NAME_CHARS])
+    shown += "..." if len(text) > MAX_NAME_CHARS else ""
+    close = closest_name(text, allowed)
+    hint = f"did you mean {close!r}?" if close else f"allowed: {', '.join(allowed)}"
+    return f"unknown {what} {shown!r}{f' for {at}' if at else ''}; {hint}"

@@ -9,13 +9,24 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from tests.client.fakes import UNJUDGEABLE, FakeVerifier
 from tests.client.test_rewards import Recorder, Reward, call, make_reward
 from trainer_client import AsyncVerifierReward, VerifierReward, VerifierRewards
 from trainer_client.metrics import VERDICTS
+from trainer_client.options import describe
 from trainer_client.reward_core import DEFAULT_NAMES
-from verifier_service.schema import COMPONENTS, FormatOptions, MathOptions, OverlongSpec, RepetitionSpec, ScoreItem
+from verifier_service import problems
+from verifier_service.schema import (
+    COMPONENTS,
+    FormatOptions,
+    MathOptions,
+    OverlongSpec,
+    RepetitionSpec,
+    ScoreItem,
+    ScoreRequest,
+)
 
 OVERLONG = {"max_tokens": 10, "buffer_tokens": 4}
 
@@ -174,8 +185,10 @@ def test_the_older_arguments_still_set_the_options(mode: str) -> None:
 
 
 BAD_OPTIONS: list[tuple[tuple[Any, ...], dict[str, Any], str]] = [
-    (("overlong",), {"max_tokens": 8, "bufer_tokens": 2}, r"unknown option 'bufer_tokens' for overlong; its options: "
-     r"max_tokens, buffer_tokens, penalty, on_truncated, unit"),
+    (("overlong",), {"max_tokens": 8, "bufer_tokens": 2}, r"unknown option 'bufer_tokens' for overlong; did you mean "
+     r"'buffer_tokens'\?"),
+    (("overlong",), {"max_tokens": 8, "zzz": 2}, r"unknown option 'zzz' for overlong; allowed: max_tokens, "
+     r"buffer_tokens, penalty, on_truncated, unit"),
     (("overlong",), {}, r"overlong needs the option 'max_tokens'"),
     (("overlong",), {"max_tokens": 8, "buffer_tokens": 9}, r"buffer_tokens must be at most max_tokens"),
     (("length",), {"mode": "cosine"}, r"length: mode cosine needs max_tokens"),
@@ -183,7 +196,7 @@ BAD_OPTIONS: list[tuple[tuple[Any, ...], dict[str, Any], str]] = [
     (("repetition",), {"n": 0}, r"repetition\.n: Input should be greater than or equal to 1"),
     (("answer",), {"match": "fuzzy"}, r"answer\.match: Input should be 'exact' or 'f1'"),
     (("math",), {"options": {"math": {"options": {"langauge": "fr"}}}},
-     r"unknown option 'langauge' for math\.options; its options: extraction, .*language"),
+     r"unknown option 'langauge' for math\.options; did you mean 'language'\?"),
     (("choice",), {"gold": "A"}, r"choice\.gold comes from the dataset"),
     (("math", "format"), {"n": 3}, r"need a reward with one component; with several, pass options="),
     (("math",), {"options": {"overlong": {"max_tokens": 8}}}, r"options name components this reward does not send"),
@@ -222,6 +235,49 @@ def test_a_misspelled_component_is_a_value_error_with_the_closest_name(
     names = [components] if kind is VerifierRewards and isinstance(components, str) else components
     with pytest.raises(ValueError, match=message):
         kind(names, base_url="http://127.0.0.1:9", max_consecutive_failures=None)
+
+
+MISSPELLED_OPTIONS: list[tuple[Any, dict[str, Any], str, str]] = [
+    ("overlong", {"max_tokens": 8, "bufer_tokens": 2}, "overlong", "bufer_tokens"),
+    (["math", "format"], {"options": {"format": {"prefiled": True}}}, "format", "prefiled"),
+    (["math", "length"], {"options": {"length": {"max_tokens": 8, "mode": "cosine", "correct_frm": "math"}}}, "length",
+     "correct_frm"),
+    ("math", {"options": {"math": {"options": {"langauge": "en"}}}}, "math.options", "langauge"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("components", "kwargs", "where", "name"), MISSPELLED_OPTIONS)
+@pytest.mark.parametrize("kind", [VerifierReward, AsyncVerifierReward, VerifierRewards])
+def test_a_misspelled_option_gets_the_servers_suggestion(
+    kind: Any, components: Any, kwargs: dict[str, Any], where: str, name: str
+) -> None:
+    """The client says what the server would (`schema.unknown_name`, one definition): the option, where it is, the
+    closest real name, before anything is sent."""
+    names = [components] if kind is VerifierRewards and isinstance(components, str) else components
+    with pytest.raises(ValueError) as refused:
+        kind(names, base_url="http://127.0.0.1:9", max_consecutive_failures=None, **kwargs)
+    assert "for ;" not in str(refused.value)
+    server = servers_message(kwargs.get("options") or {components: kwargs})
+    hint = server.split("; ", 1)[1]
+    assert hint.startswith("did you mean '")
+    assert f"unknown option {name!r} for {where}; {hint}" in str(refused.value)
+
+
+def servers_message(options: dict[str, dict[str, Any]]) -> str:
+    """What /v1/score's 422 says of the same options in an item."""
+    specs: dict[str, dict[str, Any]] = {"math": {"gold": "1"}}
+    for name, values in options.items():
+        specs[name] = {**specs.get(name, {}), **values}
+    with pytest.raises(ValidationError) as refused:
+        ScoreRequest.model_validate({"items": [{"completion": "x", **specs}]})
+    [problem] = problems.describe(refused.value.errors())
+    return str(problem["msg"])
+
+
+def test_an_unknown_item_field_is_named_with_the_closest_and_no_empty_place() -> None:
+    with pytest.raises(ValidationError) as refused:
+        ScoreItem.model_validate({"completion": "x", "math": {"gold": "1"}, "maths": {}})
+    assert describe(refused.value) == "unknown item field 'maths'; did you mean 'math'?"
 
 
 # --------------------------------------------------------------------------- length and its correctness component

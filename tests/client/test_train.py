@@ -378,7 +378,7 @@ def test_reward_options_from_flags_and_yaml_win_and_a_typo_fails(tmp_path: Path)
     [repetition] = reward_functions(parse(tmp_path, "--config", str(config))[0])
     assert repetition.spec.options == {"repetition": {"n": 5}}
     failures = {
-        '{"repetition": {"size": 5}}': "unknown option 'size' for repetition; its options: n, max_penalty",
+        '{"repetition": {"size": 5}}': "unknown option 'size' for repetition; allowed: n, max_penalty",
         '{"overlong": {"n": 5}}': "names components this run does not reward: overlong",
         '["n", 5]': "must be a JSON object of objects",
     }
