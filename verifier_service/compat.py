@@ -149,7 +149,7 @@ async def openrlhf(
     labels = _one_each(body.labels, count, "labels")
     tokens = settings.compat_special_tokens
     items = [
-        score_item(openrlhf_completion(query, prompt, tokens), label, config, f"labels.{index}")
+        score_item(openrlhf_completion(query, prompt, tokens, f"query.{index}"), label, config, f"labels.{index}")
         for index, (query, prompt, label) in enumerate(zip(body.query, prompts, labels, strict=True))
     ]
     results = await _score(request, items, engine, settings, metrics, "query.{}", "labels.{}")

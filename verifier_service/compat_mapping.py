@@ -33,6 +33,10 @@ SPECIAL_TOKENS = (
     "<|pad|>",
 )  # fmt: skip
 PROMPT_TAIL = 200  # characters of a prompt that identify it in a query whose prompt was truncated on the left
+QUERY_WITHOUT_PROMPT = (
+    "does not hold its prompt (OpenRLHF decodes the prompt and the response together), so its response cannot be "
+    "told apart from it"
+)
 GOLD_COMPONENTS = ("math", "choice", "answer")  # a gold label is their `gold`
 PLAIN_COMPONENTS = ("format", "repetition")  # need no options
 JUDGED = "verifier_judged"  # 1.0, or 0.0 when the reward is a fallback (or NeMo's masked 0.0)
@@ -184,34 +188,42 @@ def strip_special_tokens(text: str, tokens: Sequence[str]) -> str:
         tail = trimmed[: -len(token)]
 
 
-def openrlhf_completion(query: str, prompt: str | None, tokens: Sequence[str]) -> str:
+def openrlhf_completion(query: str, prompt: str | None, tokens: Sequence[str], where: str = "query") -> str:
     """The response in an OpenRLHF query: what follows the prompt (`prompt_end`; the whole query when no prompt is
-    given or the query does not hold it), without trailing special tokens.
+    given), without trailing special tokens. OpenRLHF's query is its prompt and the response decoded together, so
+    one that does not hold its prompt has no response to tell apart: `Invalid` at `where`, for the route and the
+    reward-function file alike, rather than a reward for the prompt's text (a few-shot answer, a template that fails
+    the format).
 
     >>> prompt = "A" * 500 + "...the end of a long prompt. Answer:"
     >>> openrlhf_completion("...the end of a long prompt. Answer: 5<|endoftext|>", prompt, ["<|endoftext|>"])  # cut
     ' 5'
     """
-    end = prompt_end(query, prompt) if prompt else None
-    return strip_special_tokens(query[end or 0 :], tokens)
+    end = prompt_end(query, prompt) if prompt else 0
+    if end is None:
+        raise invalid(where, QUERY_WITHOUT_PROMPT)
+    return strip_special_tokens(query[end:], tokens)
 
 
 def prompt_end(query: str, prompt: str) -> int | None:
     """Where the prompt ends in the query, or None when the query does not hold it. OpenRLHF truncates a prompt that
-    is too long on the left, so the query may hold only the prompt's end: its last PROMPT_TAIL characters, or, when
-    less of it is left, a suffix of it."""
+    is too long on the left (by tokens), so the query may hold only the prompt's end: its last PROMPT_TAIL
+    characters, or, when less of it is left, its longest suffix that the query starts with, after the replacement
+    characters a cut inside a character decodes to.
+
+    >>> prompt_end("\ufffd界? 42", "你好世界?"), prompt_end("t: 42", "Prompt:")
+    (3, 2)
+    """
     if query.startswith(prompt):
         return len(prompt)
     tail = prompt[-PROMPT_TAIL:]
     at = query.find(tail) if tail else -1
     if at >= 0:
         return at + len(tail)
-    head = query[: min(len(query), PROMPT_TAIL)]
-    start = prompt.find(head[:32]) if head else -1
-    while start >= 0:
-        if query.startswith(prompt[start:]):
-            return len(prompt) - start
-        start = prompt.find(head[:32], start + 1)
+    cut = len(query[:3]) - len(query[:3].lstrip("\ufffd"))  # a UTF-8 character's bytes after the first, at most 3
+    for start in range(max(0, len(prompt) - PROMPT_TAIL), len(prompt)):  # at most PROMPT_TAIL**2 characters read
+        if query.startswith(prompt[start:], cut):
+            return cut + len(prompt) - start
     return None
 
 

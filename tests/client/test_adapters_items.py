@@ -175,7 +175,7 @@ def test_openrlhf_queries_lose_their_prompt_and_end_tokens(query: str, prompt: s
 
 
 def test_openrlhf_query_without_its_prompt_is_refused() -> None:
-    with pytest.raises(ValueError, match="does not contain its prompt"):
+    with pytest.raises(ValueError, match="does not hold its prompt"):
         completion_of("something else entirely", "the prompt")
 
 

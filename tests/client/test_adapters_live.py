@@ -252,6 +252,7 @@ def test_openrlhf_reward_func_against_the_verifier(server: Server, monkeypatch: 
 
 
 CHAT = "<|im_start|>user\nWhat is 6 * 7?<|im_end|>\n<|im_start|>assistant\n"
+CJK = "<|im_start|>user\n六乘以七等于多少？请一步一步地思考，把答案放在方框里。<|im_end|>\n<|im_start|>assistant\n"
 LONG = "Some context. " * 40 + "What is 6 * 7? Answer after thinking, in a box:\n"
 # (query, prompt, label): OpenRLHF's shapes, with the end tokens of several chat templates, a prompt OpenRLHF cut on
 # the left, weights, and labels as gold answers and as specs
@@ -267,7 +268,13 @@ SAME_INPUTS = [
         '{"math": {"gold": "42"}, "format": {}, "weights": {"format": 0.5}}',
     ),
     (CHAT + WRONG, CHAT, '{"answer": {"gold": "42"}, "format": {}, "weights": {"answer": 2, "format": -1}}'),
+    # cut on the left with less than 32 characters of the prompt left, and inside a character (a byte-level
+    # tokenizer's ids cut mid-character decode to U+FFFD): the prompt's end is found, so the format passes
+    (CHAT[-10:] + RIGHT + "<|im_end|>", CHAT, '{"math": {"gold": "42"}, "format": {}}'),
+    ("\ufffd\ufffd" + CJK[-30:] + RIGHT + "<|im_end|>", CJK, '{"math": {"gold": "42"}, "format": {}}'),
 ]
+# OpenRLHF's query always holds its prompt: one that does not has no response to tell apart from it
+NOT_HELD = ("<|im_start|>user\nWhat is 6*7?<|im_end|>\n" + RIGHT, CHAT, '{"math": {"gold": "42"}, "format": {}}')
 
 
 def test_openrlhfs_file_and_url_modes_answer_the_same_for_the_same_samples(
@@ -281,8 +288,17 @@ def test_openrlhfs_file_and_url_modes_answer_the_same_for_the_same_samples(
     body = {"query": queries, "prompts": prompts, "labels": labels}
     from_url = httpx.post(server.url + "/v1/compat/openrlhf", json=body, timeout=60).json()
     assert from_file == from_url
-    assert from_file["rewards"] == [1.0, 1.0, 2.0, 1.0, 1.0, 1.5, -1.0]  # the end tokens went: format ok, math read
+    assert from_file["rewards"] == [1.0, 1.0, 2.0, 1.0, 1.0, 1.5, -1.0, 2.0, 2.0]  # end tokens gone: format ok
     assert set(from_file["extra_logs"]) == {"verifier_judged", "verifier_math"}
     for one in SAME_INPUTS:  # and one sample at a time, as OpenRLHF calls both
         single = {"query": [one[0]], "prompts": [one[1]], "labels": [one[2]]}
         assert reward_func(*zip(one, strict=True)) == httpx.post(server.url + "/v1/compat/openrlhf", json=single).json()
+    # a query without its prompt: refused both ways (not the prompt's text scored as the response), the same words
+    with pytest.raises(ValueError, match=r"^the query does not hold its prompt") as refused:
+        reward_func(*zip(NOT_HELD, strict=True))
+    body = {"query": [queries[0], NOT_HELD[0]], "prompts": [CHAT, NOT_HELD[1]], "labels": ["42", NOT_HELD[2]]}
+    answer = httpx.post(server.url + "/v1/compat/openrlhf", json=body)
+    assert answer.status_code == 422
+    assert answer.json()["errors"] == [
+        {"loc": "query.1", "msg": str(refused.value).removeprefix("the query "), "type": "value_error"}
+    ]

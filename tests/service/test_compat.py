@@ -110,10 +110,13 @@ def test_openrlhf_trailing_special_tokens_are_stripped(server: Server) -> None:
     assert answer["rewards"] == [1.0] and answer["extra_logs"]["verifier_answer"] == [1.0]
 
 
-def test_openrlhf_a_query_that_does_not_start_with_its_prompt_is_scored_whole(server: Server) -> None:
+def test_openrlhf_a_query_without_its_prompt_is_a_422_and_one_sent_without_prompts_is_scored_whole(
+    server: Server,
+) -> None:
     body = {"query": ["<think>6*7</think>42<|eot_id|>"], "prompts": ["another prompt"], "labels": ["42"]}
-    answer = post(server, "/v1/compat/openrlhf?components=math+format", body).json()
-    assert answer["rewards"] == [2.0]
+    answer = post(server, "/v1/compat/openrlhf?components=math+format", body)
+    assert answer.status_code == 422
+    assert answer.json()["errors"][0]["loc"] == "query.0" and "does not hold its prompt" in answer.text
     no_prompts = post(server, "/v1/compat/openrlhf", {"query": ["<think>6*7</think>42</s>"], "labels": ["42"]})
     assert no_prompts.json()["rewards"] == [1.0]
 

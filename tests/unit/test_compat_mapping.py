@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from verifier_service.compat_mapping import (
+    QUERY_WITHOUT_PROMPT,
     CompatConfig,
     Invalid,
     NeMoGymVerifyRequest,
@@ -83,9 +84,19 @@ def test_bad_options_name_the_parameter_not_the_value(
 def test_an_openrlhf_query_loses_its_prompt_and_its_end_tokens() -> None:
     prompt = "<|im_start|>user\n1+1?<|im_end|>\n<|im_start|>assistant\n"
     assert openrlhf_completion(prompt + "2<|im_end|>", prompt, DEFAULT_SPECIAL_TOKENS) == "2"
-    assert openrlhf_completion("2<|eot_id|>", prompt, DEFAULT_SPECIAL_TOKENS) == "2"  # not its prefix: all of it
-    assert openrlhf_completion(prompt + "2", None, DEFAULT_SPECIAL_TOKENS) == prompt + "2"
+    assert openrlhf_completion(prompt + "2", None, DEFAULT_SPECIAL_TOKENS) == prompt + "2"  # no prompt: all of it
     assert openrlhf_completion(prompt + "2 </s>  ", "", ["</s>"]) == prompt + "2 "
+    with pytest.raises(Invalid) as caught:  # it does not hold its prompt: no response to tell apart
+        openrlhf_completion("2<|eot_id|>", prompt, DEFAULT_SPECIAL_TOKENS, "query.3")
+    assert problems(caught) == [("query.3", QUERY_WITHOUT_PROMPT)]
+
+
+def test_a_prompt_cut_on_the_left_is_found_by_its_end() -> None:
+    prompt = "<|im_start|>user\n" + "é" * 300 + "?<|im_end|>\n<|im_start|>assistant\n"
+    for left in [len(prompt), 250, 199, 31, 5, 1]:  # the tail's 200 characters, then shorter suffixes
+        assert openrlhf_completion(prompt[-left:] + "2<|im_end|>", prompt, DEFAULT_SPECIAL_TOKENS) == "2"
+        for cut in ["\ufffd", "\ufffd\ufffd\ufffd"]:  # the ids were cut inside a character
+            assert openrlhf_completion(cut + prompt[-left:] + "2", prompt, DEFAULT_SPECIAL_TOKENS) == "2"
 
 
 def test_only_trailing_special_tokens_are_stripped() -> None:

@@ -21,13 +21,7 @@ from typing import Any
 
 from trainer_client.integrations.coalesce import coalescer_for, run_sync
 from trainer_client.integrations.common import AdapterConfig, Outcome, adapter_config, build_item
-from verifier_service.compat_mapping import (
-    SPECIAL_TOKENS,
-    CompatConfig,
-    openrlhf_answer,
-    prompt_end,
-    strip_special_tokens,
-)
+from verifier_service.compat_mapping import SPECIAL_TOKENS, CompatConfig, Invalid, openrlhf_answer, openrlhf_completion
 from verifier_service.schema import ItemResult, ScoreItem
 
 HINT = "fix the label in the dataset (--data.label_key); OpenRLHF cannot skip a sample, so the step stops"
@@ -56,16 +50,18 @@ def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence
 
 
 def completion_of(query: str, prompt: str) -> str:
-    """The response in an OpenRLHF query: what follows the prompt (`compat_mapping.prompt_end`, which finds a prompt
-    OpenRLHF truncated on the left), less trailing end-of-turn tokens (`compat_mapping.SPECIAL_TOKENS`).
+    """The response in an OpenRLHF query, as the route `/v1/compat/openrlhf` finds it
+    (`compat_mapping.openrlhf_completion`): what follows the prompt, found too when OpenRLHF truncated it on the left,
+    less trailing end-of-turn tokens (`compat_mapping.SPECIAL_TOKENS`). A query that does not hold its prompt is a
+    ValueError, as the route's 422.
 
     >>> completion_of("<s>Q: 6*7?\\nA: 42</s><pad>", "<s>Q: 6*7?\\nA:")
     ' 42'
     """
-    end = prompt_end(query, prompt)
-    if end is None:
-        raise ValueError("the query does not contain its prompt, so its response cannot be told apart")
-    return strip_special_tokens(query[end:], SPECIAL_TOKENS)
+    try:
+        return openrlhf_completion(query, prompt, SPECIAL_TOKENS)
+    except Invalid as exc:
+        raise ValueError(f"the query {exc.errors[0]['msg']}") from None
 
 
 async def _score(items: list[ScoreItem], config: AdapterConfig) -> list[ItemResult]:
