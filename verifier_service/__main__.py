@@ -62,7 +62,7 @@ def server_config(app: Any, settings: VerifierSettings, **options: Any) -> uvico
         port=settings.port,
         log_level=settings.log_level,
         loop="asyncio",
-        http=bounded_protocol(settings, cap),
+        http=bounded_protocol(settings, cap, backlog),
         backlog=backlog,
         **options,
     )

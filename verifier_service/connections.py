@@ -13,6 +13,9 @@ with a few hooks):
 - at most `VERIFIER_MAX_CONNECTIONS` are open (fewer where the open-file limit allows fewer): past it, a new
   connection closes the one that has waited longest with no request in flight, or, when every one has a request in
   flight, is answered 503 and closed;
+- an answer given before the client has sent its whole request (all of the above) lingers (`_answer_and_linger`):
+  what the client still sends is read and dropped until it closes, for LINGER_S at most, since a connection closed
+  with unread data is reset, and a client still sending then sees the reset, not the answer;
 - the open-file limit is raised to its hard limit at start (`raise_open_file_limit`);
 - what the limits did is one log line a second at most (`LimitsReport`), and asyncio's failed accepts, should the
   process run out of descriptors anyway, too (`AcceptErrors`).
@@ -47,7 +50,7 @@ PROBE = b"HTTP/1.1 100 Continue\r\n\r\n"
 OWN_FILES = 128  # descriptors the service holds apart from connections: its listener, logs, forkserver, imports
 FILES_PER_WORKER = 8  # each math worker and each sandbox: pipes, sentinels, the sandbox's own channel (measured: ~6)
 REPORT_EVERY_S = 1.0
-LINGER_S = 2.0  # after a 431, what the client still sends is read and dropped for this long at most
+LINGER_S = 2.0  # after an early answer, what the client still sends is read and dropped for this long at most
 MIN_BACKLOG, MAX_BACKLOG = 16, 2048  # uvicorn's default listen backlog is the most
 ACCEPT_ROUNDS = 3  # descriptors kept free for this many backlogs of connections accepted and not yet let go
 
@@ -55,13 +58,19 @@ ACCEPT_ROUNDS = 3  # descriptors kept free for this many backlogs of connections
 class Connections:
     """What one server's connections share: the limits, the open ones, and which of those wait with no request."""
 
-    def __init__(self, cap: int, header_timeout_s: float, body_timeout_s: float, max_header_bytes: int) -> None:
+    def __init__(
+        self, cap: int, header_timeout_s: float, body_timeout_s: float, max_header_bytes: int, refused_lingering: int
+    ) -> None:
         self.cap = cap
         self.header_timeout_s = header_timeout_s
         self.body_timeout_s = body_timeout_s
         self.max_header_bytes = max_header_bytes
         self.open: set[BoundedProtocol] = set()
         self.waiting: OrderedDict[BoundedProtocol, None] = OrderedDict()  # no request in flight; longest first
+        # Connections refused past the cap and lingering: they hold descriptors outside the cap, so a few at most
+        # (the listen backlog: one of the ACCEPT_ROUNDS kept free); past that a refused one closes at once.
+        self.refused_lingering = refused_lingering
+        self.refused: set[BoundedProtocol] = set()
         self.report = LimitsReport(self)
 
     def admit(self, conn: BoundedProtocol) -> bool:
@@ -86,9 +95,22 @@ class Connections:
             self.waiting[conn] = None
             self.waiting.move_to_end(conn)
 
+    def lingering(self, conn: BoundedProtocol) -> bool:
+        """Whether `conn`, answered early, may linger: an open one may (first to be closed to make room, as it waits
+        for nothing); a refused one while few others do."""
+        if conn in self.open:
+            self.waiting[conn] = None
+            self.waiting.move_to_end(conn, last=False)
+            return True
+        if len(self.refused) < self.refused_lingering:
+            self.refused.add(conn)
+            return True
+        return False
+
     def forget(self, conn: BoundedProtocol) -> None:
         self.open.discard(conn)
         self.waiting.pop(conn, None)
+        self.refused.discard(conn)
 
 
 class LimitsReport:
@@ -151,12 +173,12 @@ class BoundedProtocol(HttpToolsProtocol):
         self.head_received = 0
         self.heads_begun = 0
         self.head_over = False  # headers over the cap: no app for them, and what follows them is dropped
-        self.lingering = False  # answered 431 and half-closed: until the client closes, or LINGER_S
+        self.lingering = False  # answered early and half-closed: until the client closes, or LINGER_S
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if not self.limits.admit(self):
-            self._answer_and_close(503, "too many connections; retry shortly", retry_after=True)
+            self._answer_and_linger(503, "too many connections; retry shortly", retry_after=True)
             return
         self._expect_headers()
 
@@ -172,11 +194,11 @@ class BoundedProtocol(HttpToolsProtocol):
     # The size of the headers: counted as they come, checked after each read and once they are whole.
 
     def data_received(self, data: bytes) -> None:
-        if self.head_over:
+        if self.head_over or self.lingering:
             return
         continued, begun = self.head is not None, self.heads_begun  # headers that began before this read
         super().data_received(data)
-        if self.transport.is_closing():
+        if self.transport.is_closing() or self.lingering:
             return
         if self.head is not None and continued and self.heads_begun == begun:
             self.head_received += len(data)  # all of this read is of headers that still go on
@@ -247,7 +269,7 @@ class BoundedProtocol(HttpToolsProtocol):
             self._expect_headers()
             return
         self.limits.report.count("headers_late")
-        self._answer_and_close(408, f"no complete request headers within {self.limits.header_timeout_s:g}s")
+        self._answer_and_linger(408, f"no complete request headers within {self.limits.header_timeout_s:g}s")
 
     def _headers_over(self) -> None:
         self.head_over = True
@@ -269,23 +291,23 @@ class BoundedProtocol(HttpToolsProtocol):
             return
         self.limits.report.count("body_late")
         if self.cycle is not None and not self.cycle.response_started:
-            # The app waits for the rest of the body; the lost connection tells it the client is gone (a 499).
-            self._answer_and_close(408, f"the request body did not arrive within {self.limits.body_timeout_s:g}s")
+            self._answer_and_linger(408, f"the request body did not arrive within {self.limits.body_timeout_s:g}s")
         else:
             self.transport.close()
 
-    def _answer_and_close(self, status: int, detail: str, retry_after: bool = False) -> None:
-        self.transport.write(closing_answer(status, detail, retry_after))
-        self.transport.close()
-
-    def _answer_and_linger(self, status: int, detail: str) -> None:
+    def _answer_and_linger(self, status: int, detail: str, retry_after: bool = False) -> None:
         """Answer and end our side, but read and drop what the client still sends, until it closes or LINGER_S:
-        closed with its data unread, the connection would be reset, and a reset can cost the client the answer."""
-        self.transport.write(closing_answer(status, detail))
-        if not self.transport.can_write_eof():  # TLS: no half-close
+        closed with its data unread, the connection would be reset, and a client still sending would see the reset,
+        not the answer. An app waiting for the request's body is told the client is gone (a 499), and nothing more it
+        sends is written."""
+        self.transport.write(closing_answer(status, detail, retry_after))
+        self._cancel_deadline()
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.cycle.disconnected = True
+            self.cycle.message_event.set()
+        if not self.transport.can_write_eof() or not self.limits.lingering(self):  # TLS: no half-close
             self.transport.close()
             return
-        self._cancel_deadline()
         self.lingering = True
         self.transport.write_eof()
         self.deadline = self.loop.call_later(LINGER_S, self.transport.close)
@@ -404,7 +426,8 @@ def connection_budget(settings: VerifierSettings, file_limit: int) -> tuple[int,
     return cap, backlog
 
 
-def bounded_protocol(settings: VerifierSettings, cap: int) -> Any:
+def bounded_protocol(settings: VerifierSettings, cap: int, backlog: int) -> Any:
     """The `http` of a uvicorn.Config: a factory of BoundedProtocol sharing one server's Connections."""
-    shared = Connections(cap, settings.header_timeout_s, settings.body_timeout_s, settings.max_header_bytes)
+    timeouts = (settings.header_timeout_s, settings.body_timeout_s)
+    shared = Connections(cap, *timeouts, settings.max_header_bytes, refused_lingering=backlog)
     return functools.partial(BoundedProtocol, connections=shared)

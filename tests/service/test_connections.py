@@ -223,3 +223,59 @@ def test_out_of_file_descriptors_the_failed_accepts_are_a_line_a_second(tmp_path
     refused = [line for line in lines if "cannot accept connections: [Errno 24] Too many open files" in line]
     assert 1 <= len(refused) <= seconds + 2, lines[:20]
     assert "Traceback" not in log.read_text() and len(lines) <= seconds + 2, lines[:20]
+
+
+def upload_slowly(conn: socket.socket, seconds: float, every_s: float = 0.05) -> OSError | None:
+    """Send a body a KB at a time for `seconds`; the error a send met (a reset, a broken pipe), if any."""
+    until = time.monotonic() + seconds
+    try:
+        while time.monotonic() < until:
+            conn.sendall(b"x" * 1024)
+            time.sleep(every_s)
+    except OSError as exc:
+        return exc
+    return None
+
+
+@pytest.mark.timeout(120)
+def test_a_client_still_uploading_when_the_body_times_out_reads_the_408_not_a_reset(tmp_path: Path) -> None:
+    """The body is late after 1 s, and the client goes on sending for a second more before it reads, as HTTP clients
+    do (the whole request, then the answer). Closed with the client's data still coming, the connection would be
+    reset: its sends fail, and what it reads may be a reset. Lingering, the server reads and drops what comes."""
+    with running_server(tmp_path, body_timeout_s=1, **SMALL) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
+            conn.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n")
+            conn.sendall(b"Content-Length: 10000000\r\n\r\n")
+            error = upload_slowly(conn, seconds=2.0)
+            received = answer(conn)
+        assert httpx.post(f"{server.url}/v1/score", json={"items": [ITEM]}).status_code == 200
+        wait_for_line(server, "(VERIFIER_BODY_TIMEOUT_S)")
+        log = server.output()
+    assert error is None, f"the upload met {error!r}"
+    assert received.startswith(b"HTTP/1.1 408 "), received[:200]
+    assert b"the request body did not arrive within 1s" in received
+    assert "Traceback" not in log, log[-3000:]
+
+
+@pytest.mark.timeout(120)
+def test_a_client_refused_past_the_cap_while_uploading_reads_the_503_not_a_reset(tmp_path: Path) -> None:
+    """Both connections the cap allows have a request in flight (bodies still to come): a third is refused with 503
+    as it connects, and a client already sending its request reads that, not a reset."""
+    with running_server(tmp_path, max_connections=2, body_timeout_s=60, **SMALL) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        head = b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+        busy = [socket.create_connection(("127.0.0.1", port), timeout=20) for _ in range(2)]
+        for conn in busy:
+            conn.sendall(head + b'{"items": ')
+        time.sleep(0.5)  # both read as requests in flight
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as refused:
+            refused.sendall(head)
+            error = upload_slowly(refused, seconds=1.0)
+            received = answer(refused)
+        for conn in busy:
+            conn.close()
+        wait_for_line(server, "refused 1 connections with 503")
+    assert error is None, f"the upload met {error!r}"
+    assert received.startswith(b"HTTP/1.1 503 "), received[:200]
+    assert b"retry-after: 1" in received.lower()
