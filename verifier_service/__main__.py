@@ -10,6 +10,7 @@ import uvicorn
 from verifier_service.app import create_app, tune_collector
 from verifier_service.connections import (
     AcceptErrors,
+    MalformedRequests,
     bounded_protocol,
     connection_budget,
     open_file_limit,
@@ -37,6 +38,7 @@ def install_log_filters() -> None:
     """
     add_filter(logging.getLogger("uvicorn.access"), NoProbes())
     add_filter(logging.getLogger("asyncio"), AcceptErrors())  # out of file descriptors: a line a second, not thousands
+    add_filter(logging.getLogger("uvicorn.error"), MalformedRequests())  # counted in the connections' line instead
     for name in ("", "uvicorn", "uvicorn.access"):  # the root's handler (ours, asyncio's) and uvicorn's own two
         for handler in logging.getLogger(name).handlers:
             add_filter(handler, HideUrlKeys())

@@ -10,6 +10,7 @@ with a few hooks):
   byte, on a kept-alive one), its body within `VERIFIER_BODY_TIMEOUT_S` of its headers: else 408 and closed;
 - its request line and headers must stay within `VERIFIER_MAX_HEADER_BYTES` (httptools holds them all, however many,
   until they end): else 431 and closed;
+- a request httptools cannot parse is answered 400 and closed, as uvicorn does;
 - at most `VERIFIER_MAX_CONNECTIONS` are open (fewer where the open-file limit allows fewer): past it, a new
   connection closes the one that has waited longest with no request in flight, or, when every one has a request in
   flight, is answered 503 and closed;
@@ -17,8 +18,9 @@ with a few hooks):
   what the client still sends is read and dropped until it closes, for LINGER_S at most, since a connection closed
   with unread data is reset, and a client still sending then sees the reset, not the answer;
 - the open-file limit is raised to its hard limit at start (`raise_open_file_limit`);
-- what the limits did is one log line a second at most (`LimitsReport`), and asyncio's failed accepts, should the
-  process run out of descriptors anyway, too (`AcceptErrors`).
+- what the limits did is one log line a second at most (`LimitsReport`), malformed requests included (uvicorn's own
+  line for each is dropped, `MalformedRequests`), and asyncio's failed accepts, should the process run out of
+  descriptors anyway, too (`AcceptErrors`).
 
 A client that half-closes (`shutdown(SHUT_WR)`) after its request still gets its answer. An end of input looks the
 same whether the client half-closed or went away; only writing tells them apart. So the connection stays open for
@@ -127,6 +129,7 @@ class LimitsReport:
         "(VERIFIER_BODY_TIMEOUT_S)",
         "headers_over": "closed {n} connections with 431: request headers over {header_bytes} bytes "
         "(VERIFIER_MAX_HEADER_BYTES)",
+        "malformed": "closed {n} connections with 400: a request that is not HTTP/1.1 as the parser reads it",
     }
 
     def __init__(self, connections: Connections) -> None:
@@ -295,6 +298,12 @@ class BoundedProtocol(HttpToolsProtocol):
         else:
             self.transport.close()
 
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request httptools cannot parse (after its own log line, which `MalformedRequests`
+        drops): counted in the report, and lingering, as the client may still be sending the rest."""
+        self.limits.report.count("malformed")
+        self._answer_and_linger(400, "invalid HTTP request")
+
     def _answer_and_linger(self, status: int, detail: str, retry_after: bool = False) -> None:
         """Answer and end our side, but read and drop what the client still sends, until it closes or LINGER_S:
         closed with its data unread, the connection would be reset, and a client still sending would see the reset,
@@ -378,6 +387,16 @@ class AcceptErrors(logging.Filter):
         record.exc_info, record.exc_text = None, None
         self.last, self.held = now, 0
         return True
+
+
+class MalformedRequests(logging.Filter):
+    """On the `uvicorn.error` logger: uvicorn's line for each request it cannot parse is dropped, since
+    `BoundedProtocol` counts them in the report's line a second instead; a flood of them would flood the log."""
+
+    MESSAGE = "Invalid HTTP request received."
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != self.MESSAGE
 
 
 def open_file_limit() -> int:

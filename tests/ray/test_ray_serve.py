@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import re
 import socket
+import time
 from collections.abc import Callable
 from types import SimpleNamespace
 
@@ -160,6 +162,32 @@ def test_the_direct_listener_bounds_connections_as_the_server_does(caplog: pytes
     assert scored.status_code == 200 and scored.json()["results"][0]["reward"] == 2.0
     said = " ".join(r.getMessage() for r in caplog.records if r.name == "verifier_service.connections")
     assert "(VERIFIER_MAX_CONNECTIONS: 2 open at most)" in said and "(VERIFIER_HEADER_TIMEOUT_S)" in said, said
+
+
+def test_the_direct_listener_says_malformed_requests_a_line_a_second(caplog: pytest.LogCaptureFixture) -> None:
+    """As the CLI server (`__main__.server_config`): each request the parser cannot read is answered 400, and they are
+    counted in the connections' report, not logged one line each by uvicorn."""
+    port = free_port()
+    with direct_app(port):
+        answers = []
+        for _ in range(50):
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+                conn.sendall(b"NOT HTTP\r\n\r\n")
+                answers.append(received_until_closed(conn))
+        deadline = time.monotonic() + 10  # the last count is said a second after the line before it, at most
+        while sum(counted_400(caplog)) < 50 and time.monotonic() < deadline:
+            time.sleep(0.2)
+    assert all(received.startswith(b"HTTP/1.1 400 ") for received in answers)
+    assert "Invalid HTTP request" not in said_by(caplog, "uvicorn.error")
+    assert sum(counted_400(caplog)) == 50 and 1 <= len(counted_400(caplog)) <= 3, said_by(caplog, "")
+
+
+def counted_400(caplog: pytest.LogCaptureFixture) -> list[int]:
+    return [int(n) for n in re.findall(r"closed (\d+) connections with 400", caplog.text)]
+
+
+def said_by(caplog: pytest.LogCaptureFixture, logger: str) -> str:
+    return " ".join(r.getMessage() for r in caplog.records if r.name == logger or not logger)
 
 
 @pytest.mark.parametrize(("make", "nodelay"), [(bind, True), (lambda h, p: socket.create_server((h, p)), False)])

@@ -225,6 +225,37 @@ def test_out_of_file_descriptors_the_failed_accepts_are_a_line_a_second(tmp_path
     assert "Traceback" not in log.read_text() and len(lines) <= seconds + 2, lines[:20]
 
 
+@pytest.mark.timeout(120)
+def test_a_flood_of_malformed_requests_is_answered_400_and_said_a_line_a_second(tmp_path: Path) -> None:
+    """uvicorn logs a line for every request it cannot parse: a few hundred of them, as fast as they come, are
+    answered 400 each and counted in the connections' report, a line a second at most."""
+    count = 300
+    with running_server(tmp_path, **SMALL) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        started = time.monotonic()
+        answers = []
+        for index in range(count):
+            with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
+                conn.sendall([b"NOT HTTP\r\n\r\n", b"GET / HTTP/1.1\r\nNo colon here\r\n\r\n"][index % 2])
+                answers.append(answer(conn))
+        elapsed = time.monotonic() - started
+        deadline = time.monotonic() + 10  # the last count is said a second after the line before it, at most
+        while sum(said_400(server.output())) < count and time.monotonic() < deadline:
+            time.sleep(0.2)
+        log = server.output()
+    assert all(received.startswith(b"HTTP/1.1 400 ") for received in answers), {a[:40] for a in answers}
+    assert b"invalid http request" in answers[0].lower() and b"connection: close" in answers[0].lower()
+    assert "Invalid HTTP request received." not in log
+    lines = [line for line in log.splitlines() if "with 400" in line]
+    assert sum(said_400(log)) == count, lines
+    assert len(lines) <= elapsed + 3, lines
+    assert len(log.splitlines()) < 50, log[-3000:]
+
+
+def said_400(log: str) -> list[int]:
+    return [int(n) for n in re.findall(r"closed (\d+) connections with 400", log)]
+
+
 def upload_slowly(conn: socket.socket, seconds: float, every_s: float = 0.05) -> OSError | None:
     """Send a body a KB at a time for `seconds`; the error a send met (a reset, a broken pipe), if any."""
     until = time.monotonic() + seconds
