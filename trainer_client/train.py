@@ -180,7 +180,8 @@ class VerifierScriptArguments:
         metadata={
             "help": "Check the data and stop, before the model loads: say which column feeds the prompt, the gold "
             "answers and the tests, and have the verifier parse every gold (rows it cannot parse would get no "
-            "reward). Exit status 1 when some row's gold or tests cannot be used."
+            "reward). Exit status 1 when some row's gold or tests cannot be used. Needs no GPU (the device flags are "
+            "read as for a CPU) and no model."
         },
     )
     system_prompt: str | None = field(
@@ -193,11 +194,39 @@ class VerifierScriptArguments:
     )
 
 
-def make_parser() -> TrlParser:
-    """TRL's parser over these arguments, GRPOConfig and ModelConfig (this imports TRL, transformers and torch)."""
+def make_parser(dry_run: bool = False) -> TrlParser:
+    """TRL's parser over these arguments, GRPOConfig and ModelConfig (this imports TRL, transformers and torch); for
+    a dry run (`--check_data`), GRPOConfig as `dry_run_config` makes it."""
     from trl import GRPOConfig, ModelConfig, TrlParser
 
-    return TrlParser(cast(Any, (VerifierScriptArguments, GRPOConfig, ModelConfig)), prog=PROG)
+    config = dry_run_config() if dry_run else GRPOConfig
+    return TrlParser(cast(Any, (VerifierScriptArguments, config, ModelConfig)), prog=PROG)
+
+
+def dry_run_config() -> Any:
+    """GRPOConfig for `--check_data`, which trains nothing: validated as for a CPU, whatever the command says of the
+    device, so a dry run needs no GPU (TrainingArguments refuses GRPOConfig's default `bf16`, and `tf32`, without
+    one)."""
+    from trl import GRPOConfig
+
+    @dataclass
+    class DryRunConfig(GRPOConfig):
+        def __post_init__(self) -> None:
+            self.use_cpu, self.bf16, self.fp16, self.tf32 = True, False, False, None
+            super().__post_init__()
+
+    return DryRunConfig
+
+
+def parse_arguments(args: Sequence[str]) -> tuple[VerifierScriptArguments, GRPOConfig, ModelConfig]:
+    """The command line (and its `--config` file), read by TRL's parser: first this script's own arguments, to know
+    whether it is a dry run (`--check_data`), then all of them."""
+    from trl import TrlParser
+
+    own = TrlParser(cast(Any, (VerifierScriptArguments,)), prog=PROG, allow_abbrev=False)  # TRL's flags: left over
+    script_args, _ = own.parse_args_and_config(args=list(args), return_remaining_strings=True)
+    parsed = make_parser(dry_run=script_args.check_data).parse_args_and_config(args=list(args))
+    return cast(tuple[VerifierScriptArguments, "GRPOConfig", "ModelConfig"], tuple(parsed))
 
 
 # `--help`: the script's own flags, grouped, then the TRL flags most runs set. Every field of VerifierScriptArguments
@@ -534,8 +563,7 @@ def cli(argv: Sequence[str] | None = None) -> None:
         return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request
-    script_args, training_args, model_args = make_parser().parse_args_and_config(args=args)
-    main(script_args, training_args, model_args)
+    main(*parse_arguments(args))
 
 
 if __name__ == "__main__":

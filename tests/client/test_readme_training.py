@@ -105,3 +105,35 @@ def test_the_readme_cpu_try_out_runs_as_written(server: Server, tmp_path: Path) 
     assert all(entry["verifier_math/null_rate"] == 0.0 for entry in steps)
     readme = (ROOT / "README.md").read_text()
     assert "It ends with `done: 2 GRPO steps rewarded by the verifier at http://127.0.0.1:8088" in readme
+
+
+def readme_block_after(heading: str, fence: str) -> str:
+    """The first ```fence block of the README section `heading`."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split(f"### {heading}\n", 1)[1].split("\n### ", 1)[0]
+    [block, *_] = [body for kind, body in re.findall(r"^```(\w*)\n(.*?)^```", section, re.S | re.M) if kind == fence]
+    return str(block)
+
+
+def test_the_readme_data_check_runs_as_written_without_a_gpu(server: Server, tmp_path: Path) -> None:
+    """The README's `--check_data true` command, typed as it is (no --use_cpu, no --bf16 false, no model) on this
+    CPU-only machine, against a GSM8K file like the one it describes, prints the README's report and exits 1. So does
+    the README's GPU training command with --check_data true added (its `--bf16 true` and vLLM flags as they are)."""
+    rows = [*gsm8k_rows(3, seed=2), {"question": "q", "answer": "#### \\frac"}, {"question": "q", "answer": None}]
+    write_jsonl(tmp_path / "gsm8k.jsonl", [*rows, *gsm8k_rows(2, seed=3)])
+    command = substitute(readme_block_after("Check a dataset before training", "bash"), {_URL: server.url})
+    gpu_run = readme_block_after("GRPO on GSM8K, one GPU", "bash").split("\n\n", 1)[1].rstrip()
+    gpu_run = substitute(gpu_run, {_URL: server.url, "openai/gsm8k": "gsm8k.jsonl"}) + " --check_data true"
+    env = {k: v for k, v in os.environ.items() if k != "VERIFIER_API_KEY"}
+    env |= OFFLINE | {"PATH": f"{Path(sys.executable).parent}:{env['PATH']}", "PYTHONPATH": str(ROOT),
+                      "HF_HOME": str(tmp_path / "hf_home"), "CUDA_VISIBLE_DEVICES": ""}  # fmt: skip
+    expected = readme_block_after("Check a dataset before training", "").strip().splitlines()
+    for run in (command, gpu_run):
+        result = subprocess.run(["bash", "-c", run], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=280)  # fmt: skip
+        assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-6000:]  # some gold cannot be used
+        assert result.stdout.splitlines() == expected, result.stderr[-3000:]
+    assert not (tmp_path / "runs").exists()  # nothing trained, nothing written
+
+
+_URL = "http://127.0.0.1:8088"

@@ -256,6 +256,26 @@ def test_unknown_flags_and_config_keys_are_refused(tmp_path: Path) -> None:
         make_parser().parse_args_and_config(args=["--config", str(config), *CPU, "--output_dir", str(tmp_path)])
 
 
+@pytest.mark.filterwarnings(TRL_DEPRECATION)
+def test_a_data_check_validates_the_training_flags_as_for_a_cpu(tmp_path: Path) -> None:
+    """--check_data, on the command line or in --config, trains nothing: the device flags are set for a CPU, whatever
+    the command says (a GPU run's --bf16 true would stop a CPU-only machine first); a run keeps them as given."""
+    from trl import GRPOConfig
+
+    from trainer_client.train import parse_arguments
+
+    config = tmp_path / "run.yaml"
+    config.write_text("check_data: true\nbf16: true\nmax_completion_length: 64\n")
+    for argv in (["--check_data", "true", "--bf16", "true", "--tf32", "true"], ["--config", str(config)]):
+        script, training, _ = parse_arguments([*argv, "--output_dir", str(tmp_path)])
+        assert script.check_data and (training.use_cpu, training.bf16, training.fp16, training.tf32) == (
+            True, False, False, None
+        )  # fmt: skip
+    assert training.max_completion_length == 64  # the rest as given
+    script, training, _ = parse_arguments([*CPU, "--max_steps", "3", "--output_dir", str(tmp_path)])
+    assert not script.check_data and type(training) is GRPOConfig and training.max_steps == 3
+
+
 HEAVY = ("torch", "trl", "transformers", "datasets")
 # `python -m trainer_client.train --help`, then which heavy modules the process had loaded
 HELP_AND_MODULES = (
