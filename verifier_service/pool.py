@@ -157,6 +157,11 @@ class _Worker:
         self.conn.close()
 
 
+def _waits(waiting: deque[asyncio.Future[_Worker]]) -> bool:
+    """Whether an owner's queue holds a wait that was not cancelled."""
+    return any(not waiter.done() for waiter in waiting)
+
+
 async def _readable(conn: Connection, timeout: float | None) -> bool:
     """Wait until conn has data (or EOF) without blocking the event loop. False on timeout."""
     if conn.poll():
@@ -312,11 +317,7 @@ class WorkerPool:
                 healthy = await self._run_on(worker, pending, outcomes, timeout_s)
             finally:
                 # A worker that timed out, died, or was abandoned mid-task (cancellation) is never reused.
-                self._release(worker)
-                if healthy and not worker.exited and worker in self._all:
-                    self._hand_on(worker)
-                else:
-                    self._replace(worker)
+                self._give_back(worker, healthy)
         return outcomes
 
     async def _run_on(self, worker: _Worker, pending: list[Any], outcomes: list[Any], timeout_s: float) -> bool:
@@ -355,11 +356,18 @@ class WorkerPool:
             return await waiter
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-                self._release(worker := waiter.result())  # handed a worker as it was cancelled: pass it on
-                self._hand_on(worker)
+                self._give_back(waiter.result(), True)  # handed a worker as it was cancelled: pass it on
             else:
                 self._forget(owner, waiter)
             raise
+
+    def _give_back(self, worker: _Worker, healthy: bool) -> None:
+        """A group is done with the worker: to the next group if it can serve again, else replaced."""
+        self._release(worker)
+        if healthy and not worker.exited and worker in self._all:
+            self._hand_on(worker)
+        else:
+            self._replace(worker)
 
     def _take(self, worker: _Worker, owner: Hashable) -> None:
         worker.busy, worker.owner, worker.left, worker.giving_way = True, owner, 0, False
@@ -379,18 +387,25 @@ class WorkerPool:
                     del queues[owner]
 
     def _hand_on(self, worker: _Worker) -> None:
-        """Give a free worker to the next waiting group in the fair order, or keep it idle."""
-        owner = self._next_owner()
-        if owner is None:
-            self._idle.append(worker)
+        """Give a free worker to the next waiting group in the fair order, or keep it idle.
+
+        A group whose wait was cancelled (its batch's deadline, a client that went away) stays queued until its task
+        runs again and forgets it, which may be after another group hands its worker on in the same loop turn; such a
+        wait is passed over (and dropped), so the worker goes to a group that still waits."""
+        while (owner := self._next_owner()) is not None:
+            queues = self._fresh if owner in self._fresh else self._turns
+            waiting = queues.pop(owner)
+            while waiting and waiting[0].done():
+                waiting.popleft()
+            if not waiting:
+                continue
+            waiter = waiting.popleft()
+            if _waits(waiting):
+                self._turns[owner] = waiting  # its next group waits for its turn, behind the others
+            self._take(worker, owner)
+            waiter.set_result(worker)
             return
-        queues = self._fresh if owner in self._fresh else self._turns
-        waiting = queues.pop(owner)
-        waiter = waiting.popleft()
-        if waiting:
-            self._turns[owner] = waiting  # its next group waits for its turn, behind the others
-        self._take(worker, owner)
-        waiter.set_result(worker)
+        self._idle.append(worker)
 
     def _next_owner(self) -> Hashable | None:
         """The owner whose group gets the next free worker: the first that has had none yet, else the first in turn
@@ -415,7 +430,10 @@ class WorkerPool:
         candidates = [w for w in busy if not w.giving_way and w.left > 1]
         if not candidates:
             return
-        starving = len(self._fresh) + sum(1 for owner in self._turns if not self._held[owner])
+        # An owner whose waits were all cancelled (its task has not run since to forget them) waits for nothing.
+        starving = sum(_waits(waiting) for waiting in self._fresh.values()) + sum(
+            _waits(waiting) for owner, waiting in self._turns.items() if not self._held[owner]
+        )
         keeps = Counter(w.owner for w in busy if not w.giving_way)
         candidates.sort(key=lambda w: (keeps[w.owner], w.left), reverse=True)
         for worker in candidates[: max(0, starving - asked)]:
@@ -444,7 +462,8 @@ class WorkerPool:
         for queues in (self._fresh, self._turns):
             for waiting in queues.values():
                 for waiter in waiting:
-                    waiter.set_exception(PoolClosed("the worker pool is shut down"))
+                    if not waiter.done():  # a cancelled wait stays queued until its task runs again
+                        waiter.set_exception(PoolClosed("the worker pool is shut down"))
             queues.clear()
         for worker in list(self._all):
             self._retire(worker)

@@ -237,3 +237,96 @@ def test_closing_the_pool_ends_the_waits() -> None:
         await asyncio.gather(busy, return_exceptions=True)
 
     run(main)
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_handed_on_past_a_cancelled_wait_goes_to_one_that_still_waits() -> None:
+    """A group's cancelled wait stays queued until its task runs again (Task.cancel cancels the wait at once, the
+    task resumes a loop turn later). A worker handed on in between goes to the next group that still waits: it is
+    not taken for the cancelled one (which cost the group that handed it on its results and leaked the worker)."""
+
+    async def main() -> None:
+        pool = WorkerPool(1, "tests.unit.pool_tasks:timed")
+        await pool.start()
+        try:
+            handed: asyncio.Future[list[object]] = asyncio.ensure_future(asyncio.sleep(3600))  # set below
+
+            async def first_then_cancel() -> list[object]:
+                outcomes = await pool.run_group([(0, 0.2)], timeout_s=5, owner="x")
+                # The group's worker went to `handed`, whose task resumes later in this loop turn; both `handed` and
+                # `gone` are cancelled now, so `handed` passes the worker on while `gone`'s wait is still queued.
+                gone.cancel()
+                handed.cancel()
+                return outcomes
+
+            first = asyncio.ensure_future(first_then_cancel())
+            await asyncio.sleep(0.05)
+            handed = asyncio.ensure_future(pool.run_group([(1, 0)], timeout_s=5, owner="a"))
+            gone = asyncio.ensure_future(pool.run_group([(2, 0)], timeout_s=5, owner="y"))
+            waiting = asyncio.ensure_future(pool.run_group([(3, 0)], timeout_s=5, owner="z"))
+            assert [index for index, _, _ in await first] == [0]
+            for cancelled in (handed, gone):
+                with pytest.raises(asyncio.CancelledError):
+                    await cancelled
+            [(index, _, _)] = await asyncio.wait_for(waiting, 10)
+            assert index == 3
+            assert pool.restarts == 0
+            assert await pool.run((4, 0), timeout_s=5, owner="later") is not None  # the worker is free again
+        finally:
+            await pool.close()
+
+    run(main)
+
+
+@pytest.mark.timeout(60)
+def test_a_cancelled_wait_asks_no_worker_to_give_way() -> None:
+    """Only a request that still waits makes a long group give way: one whose wait was cancelled (its task has not
+    run since to forget it) counts for nothing."""
+
+    async def main() -> None:
+        pool = WorkerPool(2, "tests.unit.pool_tasks:timed", give_way_after_s=0)
+        await pool.start()
+        try:
+            big = [[(group * 4 + i, 0.2) for i in range(4)] for group in range(2)]
+            groups = [asyncio.ensure_future(pool.run_group(tasks, timeout_s=5, owner="big")) for tasks in big]
+            await asyncio.sleep(0.05)  # both groups are on the workers, three tasks after their current one
+            gone = asyncio.ensure_future(pool.run((98, 0), timeout_s=5, owner="gone"))
+            await asyncio.sleep(0)  # it waits with no worker: one group is asked to give way
+            assert sum(worker.giving_way for worker in pool._all) == 1
+            small = asyncio.ensure_future(pool.run((99, 0), timeout_s=5, owner="small"))  # runs first, then:
+            gone.cancel()
+            await asyncio.sleep(0)
+            # `small` waits with no worker, and so did `gone` when `small` asked; the group already asked serves it.
+            assert sum(worker.giving_way for worker in pool._all) == 1
+            await small
+            with pytest.raises(asyncio.CancelledError):
+                await gone
+            outcomes = [outcome for group in await asyncio.gather(*groups) for outcome in group]
+            assert sorted(index for index, _, _ in outcomes) == list(range(8))
+        finally:
+            await pool.close()
+
+    run(main)
+
+
+@pytest.mark.timeout(60)
+def test_closing_the_pool_with_a_cancelled_wait_retires_every_worker() -> None:
+    async def main() -> None:
+        pool = WorkerPool(2, "tests.unit.pool_tasks:timed")
+        await pool.start()
+        busy = [asyncio.ensure_future(pool.run((i, 5), timeout_s=10, owner="a")) for i in range(2)]
+        gone = asyncio.ensure_future(pool.run((2, 0), timeout_s=5, owner="b"))
+        waiting = asyncio.ensure_future(pool.run((3, 0), timeout_s=5, owner="c"))
+        await asyncio.sleep(0.05)
+        gone.cancel()
+        await pool.close()  # before `gone`'s task runs again: its wait is still queued, and done
+        assert pool.pids() == [] and not pool.ready
+        with pytest.raises(PoolClosed):
+            await waiting
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        for task in busy:
+            task.cancel()
+        await asyncio.gather(*busy, return_exceptions=True)
+
+    run(main)
