@@ -16,7 +16,8 @@ its own range of sandbox uids (VERIFIER_SANDBOX__UID_BASE): process limits count
 host. Replicas of two projects on one engine get the same numbers: the service moves past a range that another
 pool's running sandboxes use (sandbox/uids.py).
 
-Stdlib plus the `docker` SDK of the service's venv; run with `python -I`.
+Stdlib, plus the service's venv once root is dropped: its `sandbox` package (the rule for pool names) and the `docker`
+SDK; run with `python -I`.
 """
 
 from __future__ import annotations
@@ -99,7 +100,9 @@ def pool_identity() -> tuple[str, int] | None:
         number = int(slot) if slot.isdigit() else 1
     else:
         number, name = 1, f"verifier-{container_id[:12]}"
-    return re.sub(r"[^\w.-]", "-", name)[:64], number
+    from sandbox.api import pool_name
+
+    return pool_name(name), number
 
 
 def name_pool() -> None:

@@ -8,6 +8,7 @@ supervisor and tester report), never from exit status or output that the untrust
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any, Protocol
@@ -131,6 +132,22 @@ class RunResult:
         if not self.verdict.judged:
             return None
         return self.passed / len(self.tests) if self.verdict == RunVerdict.OK and self.tests else 0.0
+
+
+# A Docker backend names its sandbox containers `<pool name>-sandbox-<slot>`, and Docker takes a container name only
+# when it matches [a-zA-Z0-9][a-zA-Z0-9_.-]+ (ASCII): a pool name is such a name itself, 64 characters at most.
+POOL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+def pool_name(text: str) -> str:
+    """A pool name (POOL_NAME_PATTERN) made from any text: other characters become '-', the first is a letter or
+    digit ('v' is put before one that is not), at most 64.
+
+    >>> pool_name("proj-verifier-1"), pool_name("stack_verifier.2"), pool_name("café-1"), pool_name("_x")
+    ('proj-verifier-1', 'stack_verifier.2', 'caf--1', 'v_x')
+    """
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", text)
+    return (name if name[:1].isascii() and name[:1].isalnum() else f"v{name}")[:64]
 
 
 @dataclass(frozen=True)

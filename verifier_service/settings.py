@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sandbox.api import POOL_NAME_PATTERN
 from verifier_service.compat_mapping import SPECIAL_TOKENS
 
 DEFAULT_SPECIAL_TOKENS = SPECIAL_TOKENS  # what the trainer routes strip by default (one list: compat_mapping)
@@ -28,7 +29,11 @@ class SandboxSettings(BaseModel):
 
     pool_size: int = Field(default_factory=_default_workers, ge=1, le=256, description="Programs run at once.")
     image: str = "verifier-sandbox:latest"
-    pool_name: str = Field("default", pattern=r"^[\w.-]{1,64}$", description="Docker label; distinct per service.")
+    pool_name: str = Field(
+        "default",
+        pattern=POOL_NAME_PATTERN,
+        description="Docker label and container names (<pool name>-sandbox-<i>); distinct per service.",
+    )
     jobs_per_sandbox: int = Field(1000, ge=1, description="A sandbox is replaced after this many submissions.")
     uid_base: int = Field(
         10001, ge=1000, le=2**31 - 1024, description="Sandbox i runs as uid_base + i; distinct per service on a host."

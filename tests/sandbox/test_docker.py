@@ -249,3 +249,25 @@ def test_submissions_cost_no_container_start(request: pytest.FixtureRequest, eng
         assert scores == [1.0] * 40 and {c.id for c in containers(engine, live)} == before
     finally:
         live.close()
+
+
+def test_docker_takes_the_container_names_of_every_pool_name_the_settings_take(
+    docker_image: str, engine: docker.DockerClient
+) -> None:
+    """The rule tests/unit/test_app.py checks the settings against is the engine's: it creates a sandbox container
+    named after each pool name the settings take, and refuses one named after each they refuse for its characters."""
+    from pydantic import ValidationError
+
+    from tests.unit.test_app import NOT_POOL_NAMES, POOL_NAMES
+    from verifier_service.settings import SandboxSettings
+
+    tag = uuid.uuid4().hex[:8]
+    for name in POOL_NAMES:
+        container = engine.containers.create(docker_image, name=f"{name}{tag}-sandbox-0", network_mode="none")
+        container.remove(force=True)
+    for name in NOT_POOL_NAMES:
+        with pytest.raises(ValidationError):
+            SandboxSettings(pool_name=name)
+        if name and len(name) <= 64:  # not refused for its length alone
+            with pytest.raises(docker.errors.APIError, match="Invalid container name"):
+                engine.containers.create(docker_image, name=f"{name}{tag}-sandbox-0", network_mode="none")

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from sandbox.api import pool_name
 from verifier_service.app import create_app
 from verifier_service.schema import ScoreItem
-from verifier_service.settings import VerifierSettings
+from verifier_service.settings import SandboxSettings, VerifierSettings
 
 
 def test_settings_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,3 +89,28 @@ def test_an_internal_error_is_a_500_without_detail_and_is_counted(monkeypatch: p
     assert response.status_code == 500 and "internal error (request id" in response.json()["detail"]
     assert "secret" not in response.text
     assert 'verifier_requests_total{status="500"} 1.0' in metrics
+
+
+# Docker's rule for a container name (moby, daemon/names: RestrictedNamePattern); tests/sandbox/test_docker.py checks
+# it against the engine. A sandbox container is named `<pool name>-sandbox-<slot>`.
+DOCKER_NAME = re.compile(r"/?[a-zA-Z0-9][a-zA-Z0-9_.-]+")
+POOL_NAMES = ["default", "a", "0", "proj-verifier-1", "stack_verifier.2", "ray-10.0.3.7-1", "A" * 64, "9._-"]
+NOT_POOL_NAMES = ["_pool", ".x", "-a", "café", "ｆｕｌｌ", "a b", "a/b", "", "default\n", "a" * 65]
+
+
+@pytest.mark.parametrize("name", POOL_NAMES)
+def test_a_pool_name_the_settings_take_names_valid_containers(name: str) -> None:
+    assert SandboxSettings(pool_name=name).pool_name == name
+    assert all(DOCKER_NAME.fullmatch(f"{name}-sandbox-{slot}") for slot in (0, 255))
+
+
+@pytest.mark.parametrize("name", NOT_POOL_NAMES)
+def test_a_pool_name_docker_would_refuse_for_a_container_is_refused(name: str) -> None:
+    with pytest.raises(ValidationError, match="pool_name"):
+        SandboxSettings(pool_name=name)
+
+
+@given(st.text(min_size=1, max_size=100))
+def test_the_entrypoint_makes_a_pool_name_the_settings_take_from_any_text(text: str) -> None:
+    name = pool_name(text)  # what deploy/entrypoint.py makes of a container's compose or swarm labels
+    assert SandboxSettings(pool_name=name).pool_name == name and DOCKER_NAME.fullmatch(f"{name}-sandbox-0")
