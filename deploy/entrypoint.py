@@ -16,8 +16,8 @@ its own range of sandbox uids (VERIFIER_SANDBOX__UID_BASE): process limits count
 host. Replicas of two projects on one engine get the same numbers: the service moves past a range that another
 pool's running sandboxes use (sandbox/uids.py).
 
-Stdlib, plus the service's venv once root is dropped: its `sandbox` package (the rule for pool names) and the `docker`
-SDK; run with `python -I`.
+Stdlib, plus the service's venv once root is dropped: its `sandbox` package (the rule for pool names, the size of a
+block of uids) and the `docker` SDK; run with `python -I`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import stat
 import sys
 
 SERVICE_UID = SERVICE_GID = 10000
-UID_BLOCK = 256  # sandbox uids per replica: the most sandboxes a pool may have (VERIFIER_SANDBOX__POOL_SIZE <= 256)
 FIRST_SANDBOX_UID = 10001
 CONTAINER_ID = re.compile(r"/containers/([0-9a-f]{64})/")
 PROJECT, SERVICE, NUMBER = (f"com.docker.compose.{k}" for k in ("project", "service", "container-number"))
@@ -115,7 +114,9 @@ def name_pool() -> None:
         return
     name, number = identity
     os.environ["VERIFIER_SANDBOX__POOL_NAME"] = name
-    os.environ.setdefault("VERIFIER_SANDBOX__UID_BASE", str(FIRST_SANDBOX_UID + (number - 1) * UID_BLOCK))
+    from sandbox.uids import BLOCK  # sandbox uids per replica: the most sandboxes a pool may have
+
+    os.environ.setdefault("VERIFIER_SANDBOX__UID_BASE", str(FIRST_SANDBOX_UID + (number - 1) * BLOCK))
     say(f"sandbox pool {name}, sandbox uids from {os.environ['VERIFIER_SANDBOX__UID_BASE']}")
 
 

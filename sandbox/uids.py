@@ -30,7 +30,9 @@ from sandbox.runner import proc_pids
 log = logging.getLogger(__name__)
 
 LOCK_PATH = Path("/tmp/verifier-sandbox-uids.lock")
-BLOCK = 256  # a range in use is skipped for the next block of this many uids
+# A range in use is skipped for the next block of this many uids. Also the uids each replica gets (deploy/entrypoint.py,
+# verifier_service/ray_serve.py), so the most sandboxes a pool may have (VERIFIER_SANDBOX__POOL_SIZE).
+BLOCK = 256
 TRIES = 64  # blocks tried before giving up
 MAX_UID = 2**31 - 2
 

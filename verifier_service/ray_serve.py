@@ -26,13 +26,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 from ray.serve import Application
 
+from sandbox.uids import BLOCK as UID_BLOCK  # sandbox uids per replica: the most sandboxes a pool may have
 from verifier_service.__main__ import server_config
 from verifier_service.app import create_app, tune_collector
 from verifier_service.settings import ENV_PREFIX, VerifierSettings
 
 log = logging.getLogger(__name__)
 
-UID_BLOCK = 256  # sandbox uids per replica: the most sandboxes a pool may have
 FIRST_SANDBOX_UID = 20001  # above the compose replicas' blocks (10001 + 256 * n, deploy/entrypoint.py)
 # uvloop, which Ray installs and Serve would run the replica on, cannot start the sandbox's processes as another
 # user (the reason __main__ runs uvicorn with loop="asyncio").
@@ -113,7 +113,7 @@ def replica_defaults(node_ip: str, local_rank: int, num_cpus: float) -> dict[str
     'ray-10.0.3.7-1'
     """
     count = str(workers(num_cpus))
-    block = 256 * local_rank + ipaddress.ip_address(node_ip).packed[-1]
+    block = 256 * local_rank + ipaddress.ip_address(node_ip).packed[-1]  # a block per last byte of an address
     return {
         "VERIFIER_HOST": node_ip,
         "VERIFIER_MATH_WORKERS": count,

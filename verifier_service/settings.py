@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sandbox.api import POOL_NAME_PATTERN
+from sandbox.uids import BLOCK as UID_BLOCK
 from verifier_service.compat_mapping import SPECIAL_TOKENS
 
 DEFAULT_SPECIAL_TOKENS = SPECIAL_TOKENS  # what the trainer routes strip by default (one list: compat_mapping)
@@ -27,7 +28,9 @@ def _default_workers() -> int:
 class SandboxSettings(BaseModel):
     """`VERIFIER_SANDBOX__*`: the code sandbox. Requests choose limits per test, capped by the maxima here."""
 
-    pool_size: int = Field(default_factory=_default_workers, ge=1, le=256, description="Programs run at once.")
+    pool_size: int = Field(  # each sandbox has its own uid, in one block of uids
+        default_factory=_default_workers, ge=1, le=UID_BLOCK, description="Programs run at once."
+    )
     image: str = "verifier-sandbox:latest"
     pool_name: str = Field(
         "default",

@@ -114,3 +114,12 @@ def test_a_pool_name_docker_would_refuse_for_a_container_is_refused(name: str) -
 def test_the_entrypoint_makes_a_pool_name_the_settings_take_from_any_text(text: str) -> None:
     name = pool_name(text)  # what deploy/entrypoint.py makes of a container's compose or swarm labels
     assert SandboxSettings(pool_name=name).pool_name == name and DOCKER_NAME.fullmatch(f"{name}-sandbox-0")
+
+
+def test_the_largest_sandbox_pool_fits_one_block_of_uids() -> None:
+    """Each replica gets one block of sandbox uids (deploy/entrypoint.py, ray_serve), one uid per sandbox."""
+    from sandbox.uids import BLOCK
+
+    assert SandboxSettings(pool_size=BLOCK).pool_size == BLOCK
+    with pytest.raises(ValidationError, match="pool_size"):
+        SandboxSettings(pool_size=BLOCK + 1)
