@@ -110,6 +110,7 @@ class Runtime:
     async def close(self) -> None:
         if self._announcer is not None:
             self._announcer.cancel()
+            await asyncio.wait({self._announcer})  # ended, not only asked to end (wait raises neither's exception)
         await asyncio.gather(self.pool.close(), *([self.executor.close()] if self.executor else []))
 
     def sandbox_status(self) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import pytest
@@ -123,3 +124,29 @@ def test_the_largest_sandbox_pool_fits_one_block_of_uids() -> None:
     assert SandboxSettings(pool_size=BLOCK).pool_size == BLOCK
     with pytest.raises(ValidationError, match="pool_size"):
         SandboxSettings(pool_size=BLOCK + 1)
+
+
+def test_closing_the_runtime_waits_for_its_ready_announcer_to_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """close() cancels the task that logs 'verifier ready' and returns once it has ended (however many loop turns
+    its ending takes), so nothing of the runtime is left running when the loop closes."""
+    from verifier_service.runtime import Runtime
+
+    ended: list[bool] = []
+
+    async def announcer(self: Runtime) -> None:
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            await asyncio.sleep(0.05)
+            ended.append(True)
+
+    monkeypatch.setattr(Runtime, "_say_when_ready", announcer)
+
+    async def main() -> None:
+        runtime = Runtime(VerifierSettings(math_workers=1, code_enabled=False))
+        await runtime.start()
+        await asyncio.sleep(0)  # the announcer waits
+        await runtime.close()
+        assert ended == [True]
+
+    asyncio.run(main())
