@@ -7,6 +7,8 @@ length limit allows it; such a gold cannot be judged (null); nothing raises.
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from verifier_service.schema import AnswerSpec, MathOptions, ScoreItem, Verdict
@@ -68,6 +70,39 @@ def test_a_huge_gold_cannot_be_judged(gold: str) -> None:
     assert isinstance(found, MathTask)  # not settled here: past the digits the fast path converts
     judged = verify_math(found)
     assert (judged.score, judged.verdict) == (None, Verdict.GOLD_UNPARSEABLE)
+
+
+def _judged(completion: str, gold: str) -> tuple[float | None, Verdict]:
+    found = prepare_math(completion, gold, MathOptions())
+    if isinstance(found, MathTask):
+        found = verify_math(found)
+    return found.score, found.verdict
+
+
+@pytest.mark.parametrize("digits", [700, 1_500])
+def test_a_gold_past_the_digits_this_path_converts_is_judged_by_math_verify(digits: int) -> None:
+    """Past numbers.MAX_DIGITS the fast path leaves a gold to math-verify, which reads it up to int()'s limit
+    (docs/architecture.md, 'Math grading beyond math-verify 0.9.0')."""
+    integer, fraction = "9" * digits, f"{'9' * digits}/7"
+    for gold in (integer, fraction):
+        assert numbers.plain_number(gold) is None
+        assert _judged(f"\\boxed{{{gold}}}", gold) == (1.0, Verdict.CORRECT)
+        assert _judged("\\boxed{3}", gold) == (0.0, Verdict.WRONG)
+    assert _judged(f"\\boxed{{\\frac{{{integer}}}{{7}}}}", fraction) == (1.0, Verdict.CORRECT)
+
+
+def test_a_gold_is_unparseable_only_past_the_limit_of_int() -> None:
+    limit = sys.get_int_max_str_digits()  # 4,300 unless the process changed it
+    for gold in ("{}", "-{}", "{}/7", "\\frac{{{}}}{{7}}", "\\frac{{1}}{{{}}}"):
+        assert _judged("\\boxed{3}", gold.format("9" * limit)) == (0.0, Verdict.WRONG), gold
+        assert _judged("\\boxed{3}", gold.format("9" * (limit + 1))) == (None, Verdict.GOLD_UNPARSEABLE), gold
+
+
+def test_a_mixed_number_answer_past_the_digits_this_path_converts_is_wrong_within_the_length_limit() -> None:
+    """Left as written, math-verify does not read it as its value: even the right one is wrong."""
+    whole = "9" * 700
+    assert _judged(f"#### {whole} 1/2", f"{int(whole) * 2 + 1}/2") == (0.0, Verdict.WRONG)
+    assert _judged(f"#### {whole[:600]} 1/2", f"{int(whole[:600]) * 2 + 1}/2") == (1.0, Verdict.CORRECT)
 
 
 def test_a_huge_decimal_gold_is_read_as_a_float() -> None:
