@@ -25,7 +25,10 @@ def test_the_benchmark_runs_every_way_and_counts_their_requests() -> None:
     requests = dict(re.findall(rf"^\s+({ways})\s.*\s(\d+) requests$", medians, re.M))
     assert requests["batched"] == "1"
     assert requests["OpenRLHF URL"] == "64"  # one request per sample
-    assert 1 <= int(requests["OpenRLHF file"]) < 64  # calls from threads, coalesced
+    # A call from a thread per sample, each answered (the bench exits non-zero on a missing or differing reward) by a
+    # request of its own at most: how many coalesce depends on how the threads are scheduled (within 1 ms), so on a
+    # loaded machine none may.
+    assert 1 <= int(requests["OpenRLHF file"]) <= 64
     assert requests["verl floor"] == "0"  # the constant reward calls nothing
     assert 1 <= int(requests["verl"]) <= 8  # two reward workers' calls, coalesced
     assert re.search(r"^verl / batched: \d+\.\d\dx \(target <= 1\.5x\)$", done.stdout, re.M)
