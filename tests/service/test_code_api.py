@@ -489,7 +489,8 @@ def test_two_services_told_the_same_sandbox_uids_run_apart(
     own processes, on Linux 5.14 or later). The second service to start moves to the next free block."""
     if backend == "local" and os.geteuid() != 0:
         pytest.skip("the local backend runs programs as uids of their own only as root")
-    base = 1_600_000_000 + (os.getpid() % 1000) * 4 * 256  # far from any other test's sandbox uids
+    # Far from any other test's sandbox uids, and each backend's case two blocks of its own.
+    base = 1_600_000_000 + (os.getpid() % 1000) * 4 * 256 + (512 if backend == "docker" else 0)
     settings: dict[str, object] = {"sandbox_backend": backend, "sandbox__pool_size": 1, "sandbox__uid_base": base}
     if backend == "docker":
         settings["sandbox__image"] = request.getfixturevalue("docker_image")
@@ -499,8 +500,13 @@ def test_two_services_told_the_same_sandbox_uids_run_apart(
         running_server(tmp_path / "a", sandbox__pool_name=pool_name(), **settings) as first,
         running_server(tmp_path / "b", sandbox__pool_name=pool_name(), **settings) as second,
     ):
-        assert [sandbox_status(s)["uids"] for s in (first, second)] == [f"{base}-{base}", f"{base + 256}-{base + 256}"]
-        assert f"sandbox uids {base}-{base} are in use" in second.output()
+        # The first takes `base` unless something else still runs as it (the bomb of the other backend's case, its
+        # processes going after its service); the second is told the same and moves past the first's range.
+        ranges = [sandbox_status(s)["uids"] for s in (first, second)]
+        first_uid, second_uid = (int(r.split("-")[0]) for r in ranges)
+        assert ranges == [f"{first_uid}-{first_uid}", f"{second_uid}-{second_uid}"] and second_uid > first_uid >= base
+        assert (second_uid - base) % 256 == 0, ranges
+        assert f"{first_uid}-{first_uid}: another verifier on this host holds them" in second.output()
         for _ in range(3):
             with ThreadPoolExecutor(1) as background:
                 bomb = background.submit(results, first, [code_item(FORK_BOMB, FORMS["call"], timeout_s=5)])
