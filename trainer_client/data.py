@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainer_client.gsm8k import HUB_ID, SYSTEM_PROMPT, gold_answer
-from trainer_client.inputs import GOLD_READERS, LETTERS, code_tests, option_texts
+from trainer_client.inputs import GOLD_READERS, LETTERS, code_tests, gold_text, option_texts
 
 if TYPE_CHECKING:
     from datasets import DatasetDict
@@ -99,9 +99,9 @@ def gold(value: Any) -> str | None:
     >>> gold("2 + 2 = 4\\n#### 4"), gold("so it is $\\\\boxed{4}$."), gold(7), gold("  ")
     ('4', 'so it is $\\\\boxed{4}$.', '7', None)
     """
-    if value is None:
-        return None
-    text = str(value).strip()
+    if not isinstance(value, str):  # a number, or none (None, NaN)
+        return gold_text(value)
+    text = value.strip()
     if "####" in text:
         return gold_answer(text)
     return text or None
@@ -154,6 +154,7 @@ def with_options(prompt: str, options: Sequence[str]) -> str:
 
 def to_row(
     example: Mapping[str, Any],
+    index: int = 0,
     *,
     columns: Columns,
     components: Sequence[str],
@@ -176,7 +177,10 @@ def to_row(
     row: dict[str, Any] = {"prompt": chat_prompt(prompt, system_prompt)}
     reader = next((read for name, read in GOLDS.items() if name in components), None)
     if reader is not None:
-        row["solution"] = reader(example[columns.solution])
+        try:
+            row["solution"] = reader(example[columns.solution])
+        except ValueError as exc:  # no gold at all (a boolean, an infinity): said with where, never the value
+            raise ValueError(f"dataset column {columns.solution!r}, row {index}: {exc}") from None
     if "code" in components:
         tests = code_tests(example[columns.tests], column=columns.tests, entry_point=example.get("entry_point"))
         row["tests"] = json.dumps(tests) if tests is not None else None
@@ -221,7 +225,10 @@ def load_prompts(
         "options_in_prompt": options_in_prompt,
     }
     return DatasetDict(
-        {split: part.map(to_row, fn_kwargs=options, remove_columns=part.column_names) for split, part in raw.items()}
+        {
+            split: part.map(to_row, with_indices=True, fn_kwargs=options, remove_columns=part.column_names)
+            for split, part in raw.items()
+        }
     )
 
 

@@ -97,7 +97,11 @@ def check_golds(
     items: list[ScoreItem] = []
     numbers: list[int] = []
     for number, row in enumerate(rows):
-        gold = GOLD_READERS[component](row.get("solution"))
+        try:
+            gold = GOLD_READERS[component](row.get("solution"))
+        except ValueError:  # no gold at all (a boolean, an infinity)
+            check.refused.append(number)
+            continue
         if gold is None:
             check.without.append(number)
             continue

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -34,12 +36,14 @@ def column(kwargs: Mapping[str, Any], name: str, rows: int) -> list[Any]:
 
 def gold_text(value: Any) -> str | None:
     """A gold answer as text (a number as `schema.number_text` writes it); None (the row is not a math row) when the
-    column is empty.
+    column is empty: None, blank, or NaN (how pandas, and so a dataset made from a CSV file, marks a missing
+    number). A value that is no gold (a boolean, an infinity) raises ValueError.
 
-    >>> gold_text(" 72 "), gold_text(72), gold_text(0.5), gold_text(""), gold_text(None)
-    ('72', '72', '0.5', None, None)
+    >>> gold_text(" 72 "), gold_text(72), gold_text(0.5), gold_text(""), gold_text(None), gold_text(float("nan"))
+    ('72', '72', '0.5', None, None, None)
     """
-    if value is None:
+    if value is None or (isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral)
+                         and math.isnan(value)):  # fmt: skip
         return None
     text = (value if isinstance(value, str) else number_text(value)).strip()
     return text or None
@@ -59,8 +63,8 @@ def choice_gold(value: Any) -> str | list[str] | None:
     if isinstance(value, (list, tuple)):
         letters = [letter for letter in (choice_gold(v) for v in value) if isinstance(letter, str)]
         return letters or None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return option_letter(value, LETTERS)
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):  # numpy's ints too
+        return option_letter(int(value), LETTERS)
     return gold_text(value)
 
 

@@ -130,7 +130,11 @@ class RewardCore:
             return code_spec(value, options=options, column=spec.tests_column, entry_point=entry_point)
         if name not in GOLD_READERS:
             return options
-        gold = GOLD_READERS[name](data[spec.gold_column][row])
+        try:
+            gold = GOLD_READERS[name](data[spec.gold_column][row])
+        except ValueError as exc:  # a dataset's bug, the same every time: said with where it is, never the value
+            where = f"dataset column {spec.gold_column!r}, row of completion {row}"
+            raise ValueError(f"{spec.name}: {where}: {exc}") from None
         if gold is None:
             return None
         texts = None

@@ -437,15 +437,18 @@ def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_
     columns = Columns(
         script_args.prompt_column, script_args.solution_column, script_args.tests_column, script_args.options_column
     )
-    dataset = load_prompts(
-        script_args.dataset_name,
-        script_args.dataset_config,
-        columns=columns,
-        components=list(dict.fromkeys(name for reward in rewards for name in reward.spec.sent)),
-        system_prompt=script_args.system_prompt,
-        tests_in_prompt=script_args.tests_in_prompt,
-        options_in_prompt=script_args.options_in_prompt,
-    )
+    try:  # a column the run needs and the dataset lacks, a row with no usable gold: one line, not a traceback
+        dataset = load_prompts(
+            script_args.dataset_name,
+            script_args.dataset_config,
+            columns=columns,
+            components=list(dict.fromkeys(name for reward in rewards for name in reward.spec.sent)),
+            system_prompt=script_args.system_prompt,
+            tests_in_prompt=script_args.tests_in_prompt,
+            options_in_prompt=script_args.options_in_prompt,
+        )
+    except ValueError as exc:
+        raise SystemExit(f"error: {script_args.dataset_name}: {exc}") from exc
     train_dataset = dataset[script_args.dataset_train_split]
     if script_args.max_train_samples is not None:
         train_dataset = train_dataset.select(range(min(script_args.max_train_samples, len(train_dataset))))

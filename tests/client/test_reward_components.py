@@ -380,6 +380,25 @@ def test_a_bad_gold_in_the_dataset_names_the_row(mode: str) -> None:
         call(reward, completions=["a", "b"], solution=["a", "x" * 10_001])
 
 
+def test_golds_a_dataset_holds_as_numpy_numbers_or_nan_are_read_as_python_ones(mode: str) -> None:
+    """An index read by numpy is an index, not the text '2'; NaN is how pandas marks a missing value: no gold."""
+    import numpy as np
+
+    fake = FakeVerifier()
+    reward = make_reward(mode, fake, "choice", gold_column="answer")
+    rewards = call(reward, completions=["C", "A", "B"], answer=[np.int64(2), float("nan"), np.int32(1)])
+    assert rewards == [1.0, None, 1.0]
+    assert [i["choice"]["gold"] for i in sent_items(fake)] == ["C", "B"]
+
+
+@pytest.mark.parametrize("gold", [True, float("inf")])
+def test_a_value_that_is_no_gold_names_the_column_and_the_row_not_the_value(mode: str, gold: object) -> None:
+    reward = make_reward(mode, FakeVerifier(), "answer", gold_column="answer")
+    with pytest.raises(ValueError, match=r"dataset column 'answer', row of completion 1: a gold") as caught:
+        call(reward, completions=["a", "b"], answer=["a", gold])
+    assert str(gold) not in str(caught.value)
+
+
 # --------------------------------------------------------------------------- names and metrics
 
 

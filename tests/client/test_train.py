@@ -182,6 +182,24 @@ def test_short_answer_rows_keep_their_aliases(tmp_path: Path) -> None:
     assert to_row(rows[1], columns=Columns(), components=["answer"], system_prompt="")["solution"] == "42"
 
 
+def test_a_row_with_no_gold_at_all_names_its_column_and_row(tmp_path: Path) -> None:
+    """A boolean is no gold (an infinity neither): the preparation stops there, saying where, not what."""
+    rows = [{"question": "Q", "answer": "Paris"}, {"question": "Q", "answer": True}]
+    with pytest.raises(ValueError, match=r"^dataset column 'answer', row 1: a gold answer must be a string or a nu"):
+        load_prompts(str(write_jsonl(tmp_path / "qa.jsonl", rows)), components=["answer"])
+    # a NaN (how pandas marks a missing number) is no gold: the row is skipped, as one with None
+    assert to_row({"question": "Q", "answer": float("nan")}, columns=Columns(), components=["math"],
+                  system_prompt="")["solution"] is None  # fmt: skip
+
+
+def test_a_data_check_counts_a_prepared_gold_no_component_reads_as_refused() -> None:
+    """Rows prepared by hand (or by an older script) reach the check as they are: no traceback for them."""
+    from trainer_client.data_check import check_golds
+
+    check = check_golds(None, "choice", [{"solution": True}, {"solution": float("inf")}, {"solution": None}], {})  # type: ignore[arg-type]
+    assert (check.refused, check.without, check.unusable) == ([0, 1], [2], 2)
+
+
 def test_a_length_run_reads_the_gold_of_its_correctness_component(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "gsm8k.jsonl", gsm8k_rows(2))
     # the length reward sends math with weight 0: train.py asks for the components the rewards send
@@ -594,6 +612,17 @@ def test_check_data_of_code_and_choice_rows(server: Server, tmp_path: Path) -> N
     assert "  1 with a gold the verifier cannot judge (bad_gold): rows 1" in out
     assert "code tests: 1 of 3 rows usable" in out and "  1 without tests (the reward skips them): rows 1" in out
     assert out[-1].startswith("data check done: 2 of 3 rows have a gold answer or tests the verifier cannot use")
+
+
+def test_a_dataset_the_script_cannot_prepare_is_one_error_line(server: Server, tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "rows.jsonl", [{"question": "Q", "answer": "A"}, {"question": "Q", "answer": False}])
+    argv = ["--check_data", "true", "--dataset_name", str(data), "--verifier_url", server.url,
+            "--reward_components", "choice", *CPU, "--output_dir", str(tmp_path / "out")]  # fmt: skip
+    result = run_train(argv, timeout=280)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {data}: dataset column 'answer', row 1: a gold answer must be a string or a number (not a boolean)"
+    )
 
 
 def test_the_script_fails_fast_when_the_verifier_is_not_there(tmp_path: Path) -> None:
