@@ -109,8 +109,19 @@ def _listed(value: Any) -> TypeGuard[list[Any] | tuple[Any, ...]]:
 
 
 def _integral(value: Any) -> Any:
-    """A float with no fraction as an int; anything else as it is, for a strict int to judge."""
-    return int(value) if type(value) is float and value.is_integer() else value
+    """A float with no fraction as an int, and an integer of another library (numpy's int64, which a dataset's column
+    gives) as the int it is; anything else as it is, for a strict int to judge. Neither comes from JSON, where only
+    12 and 12.0 are 12.
+
+    >>> import numpy
+    >>> _integral(12.0), _integral(numpy.int64(12)), _integral(True), _integral("12"), _integral(12.5)
+    (12, 12, True, '12', 12.5)
+    """
+    if type(value) is float:
+        return int(value) if value.is_integer() else value
+    if type(value) is not int and type(value) is not bool and isinstance(value, numbers.Integral):
+        return int(value)
+    return value
 
 
 JsonInt = Annotated[StrictInt, BeforeValidator(_integral)]
@@ -530,8 +541,8 @@ def _option_letters(letters: str | None, options: Sequence[Any] | None) -> str:
 
 
 def _is_index(value: Any) -> bool:
-    """An int, or a float with no fraction (JSON Schema's integer): never a boolean."""
-    return (isinstance(value, int) and not isinstance(value, bool)) or (type(value) is float and value.is_integer())
+    """An int (numpy's too), or a float with no fraction (JSON Schema's integer): never a boolean."""
+    return type(_integral(value)) is int
 
 
 def _has_index(gold: Any) -> bool:

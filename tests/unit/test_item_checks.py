@@ -76,3 +76,26 @@ def test_an_item_without_components_is_refused_with_or_without_weights() -> None
     for item in ({"completion": "x"}, {"completion": "x", "weights": {}}, {"completion": "x", "weights": {"math": 1}}):
         with pytest.raises(ValidationError):
             ScoreItem.model_validate(item)
+
+
+def test_numpy_integers_a_dataset_holds_are_the_ints_they_are_and_json_stays_strict() -> None:
+    """In Python (the client, the adapters) an option or an index read from a dataset is often numpy's int64; it
+    never comes from JSON, where "12" and true are still refused."""
+    import numpy as np
+
+    choice = {"gold": [np.int64(2), np.uint8(0)], "options": ["a", "b", "c"]}
+    item = ScoreItem.model_validate(
+        {
+            "completion": RIGHT,
+            "completion_tokens": np.int64(10),
+            "overlong": {"max_tokens": np.int32(100)},
+            "choice": choice,
+        }
+    )
+    assert (item.completion_tokens, item.overlong.max_tokens, item.choice.gold) == (10, 100, ("C", "A"))
+    assert type(item.completion_tokens) is int
+    for bad in ('"12"', "true"):
+        with pytest.raises(ValidationError, match="completion_tokens"):
+            ScoreItem.model_validate_json(f'{{"completion": "x", "format": {{}}, "completion_tokens": {bad}}}')
+    with pytest.raises(ValidationError, match="completion_tokens"):
+        ScoreItem.model_validate({"completion": "x", "format": {}, "completion_tokens": np.bool_(True)})
