@@ -331,10 +331,13 @@ class BoundedProtocol(HttpToolsProtocol):
         cycle = self.cycle
         if cycle is None or cycle.response_complete or cycle.more_body:
             return None  # nothing waits for an answer, or the request was cut short: close, as uvicorn does
+        if self.scope.get("http_version") == "1.0":
+            # No interim responses to HTTP/1.0 clients (RFC 9110 15.2), so no probe could tell a half-close from a
+            # client gone away: take it as gone, as uvicorn does, and its work is cancelled.
+            return None
         self.half_closed = True
         cycle.keep_alive = False  # the answer says `Connection: close`, and the connection ends after it
-        if self.scope.get("http_version") != "1.0":  # no interim responses to HTTP/1.0 clients (RFC 9110 15.2)
-            self._probe()
+        self._probe()
         return True  # keep the transport open for writing
 
     def _probe(self) -> None:

@@ -3,6 +3,7 @@ goes away, and a math-only deployment."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -95,6 +96,23 @@ def test_a_client_that_goes_away_has_its_work_cancelled(tmp_path: Path) -> None:
         assert pid not in ready.json()["math_workers"]["pids"]
         later = httpx.post(f"{server.url}/v1/score", json={"items": [{"completion": "7", "math": {"gold": "7"}}]})
         assert later.json()["results"][0]["reward"] == 1.0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("version", ["1.1", "1.0"])
+def test_a_client_that_closes_its_connection_has_its_work_cancelled(tmp_path: Path, version: str) -> None:
+    """Its request sent, the client closes the socket: the server reads the end of input. HTTP/1.1 gets interim
+    answers that a gone client resets (a half-close gets its answer: test_http); HTTP/1.0 gets none, so its end of
+    input is taken as the client gone, as uvicorn takes it."""
+    with running_server(tmp_path, math_workers=1, math_timeout_s=60, batch_timeout_s=120) as server:
+        body = json.dumps({"items": [BOMB]}).encode()
+        port = int(server.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as conn:
+            conn.sendall(f"POST /v1/score HTTP/{version}\r\nHost: x\r\nContent-Type: application/json\r\n".encode()
+                         + b"Content-Length: %d\r\n\r\n" % len(body) + body)  # fmt: skip
+            began = "verifier_math_tasks_total 1.0"
+            wait_for(lambda: began in httpx.get(f"{server.url}/metrics").text, 20, "the item was never handed out")
+        wait_for(lambda: counters(server).get("499") == 1.0, 20, f"not cancelled: {counters(server)}")
 
 
 def test_a_math_only_deployment_is_ready_and_refuses_code_items(tmp_path: Path) -> None:
