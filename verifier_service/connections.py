@@ -27,6 +27,7 @@ same whether the client half-closed or went away; only writing tells them apart.
 the answer, and an interim `100 Continue` (which HTTP/1.1 clients skip, RFC 9110 15.2) is written every
 `PROBE_EVERY_S` while the answer is being made: to a client that has gone away the second one fails, the
 connection is lost, and the request's work is cancelled as for any client that hangs up (routes.until_disconnected).
+HTTP/1.0 has no interim answers: there an end of input is the client gone, as uvicorn takes it.
 """
 
 from __future__ import annotations
