@@ -108,3 +108,19 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     settings = {"math_timeout_s": 3, "max_batch_items": 2000, "max_completion_chars": 200_000}
     with running_server(tmp_path_factory.mktemp("server"), **settings) as srv:
         yield srv
+
+
+@pytest.fixture
+def no_project_constants(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Hypothesis draws a share of its strings and numbers from the constants of the project's modules in memory
+    (hypothesis.internal.conjecture.providers._get_local_constants), so a generated case depends on what the run has
+    imported, and a generated string may be one of the service's own messages ('Value error, ') that an echo check then
+    finds in the answer. Without them, a fuzzing test draws the same cases alone and in the whole suite. (An internal
+    of hypothesis: should it go, setattr fails here, loudly.)"""
+    from hypothesis.internal.conjecture import providers
+    from hypothesis.internal.constants_ast import Constants
+
+    monkeypatch.setattr(providers, "_get_local_constants", Constants)
+    providers.CONSTANTS_CACHE.cache.clear()  # what was worked out with them
+    yield
+    providers.CONSTANTS_CACHE.cache.clear()

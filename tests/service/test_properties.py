@@ -46,6 +46,8 @@ def dump(value: Any) -> str:
     return json.dumps(value)
 
 
+pytestmark = pytest.mark.usefixtures("no_project_constants")  # the same cases alone and in the suite
+
 # What is generated.
 
 RUN_UNITS = [

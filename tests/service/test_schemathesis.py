@@ -1,5 +1,6 @@
 """A bounded schemathesis pass over the published OpenAPI document, against a real server: requests generated from the
-schema alone (seeded and derandomised, so every run sends the same ones) get no 500, every answer is one the document
+schema alone (seeded and derandomised, and without the constants hypothesis would draw from the project's modules in
+memory, so every run sends the same ones) get no 500, every answer is one the document
 describes, and no answer repeats what the request sent (an error nothing of it; a result no completion, prompt or
 gold).
 
@@ -20,6 +21,8 @@ from hypothesis import HealthCheck, given, seed, settings
 from schemathesis.checks import response_schema_conformance, status_code_conformance
 
 from tests.conftest import Server, running_server
+
+pytestmark = pytest.mark.usefixtures("no_project_constants")  # the same cases alone and in the suite
 
 EXAMPLES = 25  # per operation: the pass takes tens of seconds
 # The server's batch deadline is 10 s (fuzzed): a request unanswered after this long is a problem, and a test's whole
@@ -98,7 +101,7 @@ def test_every_other_operation_too(fuzzed: Server, schema: schemathesis.BaseSche
 
 
 def fuzz(operation: schemathesis.APIOperation, server: Server, examples: int) -> list[int]:
-    """Send `examples` requests generated for `operation` (the same ones every run) and check each answer; returns
+    """Send `examples` requests generated for `operation` and check each answer; returns
     the statuses of the answers.
 
     A failed check is collected and the pass goes on, all of them said at the end with the case that found each,
@@ -137,7 +140,7 @@ def check(case: schemathesis.Case, response: Any, operation: schemathesis.APIOpe
         assert response.status_code == 503 and "could not judge" in answer, answer
     case.validate_response(response, checks=[response_schema_conformance, status_code_conformance])
     if response.status_code >= 400 or operation.path not in ECHOING:
-        found = echoed(case, response.status_code, _without(answer, "extracted"), document)
+        found = echoed(case, response.status_code, _quotes_left_out(answer), document)
         assert not found, f"{case.method} {case.path} answered {response.status_code} with {found}"
 
 
@@ -147,18 +150,20 @@ def _brief(case: schemathesis.Case) -> str:
     return command if len(command) <= 600 else f"{command[:600]}... ({len(command)} characters)"
 
 
-def _without(text: str, key: str) -> str:
-    """A JSON answer without the values of `key` (math's `extracted` quotes the answer it graded, by design)."""
+def _quotes_left_out(text: str) -> str:
+    """A JSON answer without what a result quotes by design: the answer a component graded (`extracted`), and a code
+    test's `detail`, the program's own error (`NameError: name 'x' is not defined` names what the program holds)."""
     try:
         value = json.loads(text)
     except ValueError:
         return text
 
-    def drop(node: Any) -> Any:
+    def drop(node: Any, test: bool = False) -> Any:
         if isinstance(node, dict):
-            return {k: drop(v) for k, v in node.items() if k != key}
+            quoted = {"extracted", "detail"} if test else {"extracted"}
+            return {k: drop(v, k == "tests") for k, v in node.items() if k not in quoted}
         if isinstance(node, list):
-            return [drop(v) for v in node]
+            return [drop(v, test) for v in node]
         return node
 
     return json.dumps(drop(value), ensure_ascii=False)
