@@ -10,12 +10,12 @@ import httpx
 import pytest
 
 from tests.conftest import running_server
-from verifier_service.engine import GROUP_SIZE
 from verifier_service.pool import GIVE_WAY_AFTER_S
+from verifier_service.scoring.math import GROUP_SIZE
 
 # Each of these takes about a second of sympy here (simplifying the difference of two polynomials of degree 180) and
 # ends well within its deadline; they share their gold, so the engine sends them to one worker as one group
-# (engine._groups), which holds the server's only worker for several times GIVE_WAY_AFTER_S unless it gives way.
+# (scoring.math._groups), which holds the server's only worker for several times GIVE_WAY_AFTER_S unless it gives way.
 HARD = [
     {"id": f"hard{k}", "completion": f"\\boxed{{(x+{k})^{{180}}}}", "math": {"gold": "(x+1)^{180}"}}
     for k in range(2, 10)

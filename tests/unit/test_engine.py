@@ -9,12 +9,15 @@ from typing import Any
 import pytest
 
 from verifier_service import engine as engine_module
-from verifier_service.engine import CACHEABLE, Engine, ResultCache, _reward
+from verifier_service.engine import Engine, _reward
 from verifier_service.metrics import Metrics
 from verifier_service.pool import WorkerPool
 from verifier_service.runtime import WORKER_TASK
 from verifier_service.schema import ComponentResult, MathOptions, ScoreItem, Verdict
-from verifier_service.scoring.math import MathResult, MathTask
+from verifier_service.scoring import code as code_module
+from verifier_service.scoring import math as math_module
+from verifier_service.scoring.math import CACHEABLE, MathResult, MathTask, ResultCache
+from verifier_service.scoring.pooled import Resources
 from verifier_service.settings import VerifierSettings
 
 
@@ -68,14 +71,15 @@ def test_reward_is_weighted_sum_or_null() -> None:
 def test_a_scorer_that_raises_on_one_item_costs_that_item_only(monkeypatch: pytest.MonkeyPatch, scorer: str) -> None:
     """A bug in extracting one item's answer or program is that component's internal_error (null), never the batch's
     500; the other items are scored as ever."""
-    real = getattr(engine_module, scorer)
+    module = math_module if scorer == "prepare_math" else code_module  # where each pooled component finds it
+    real = getattr(module, scorer)
 
     def breaks_on_one_item(completion: str, *args: Any, **kwargs: Any) -> Any:
         if "trips the bug" in completion:
             raise ValueError("a bug in extraction")
         return real(completion, *args, **kwargs)
 
-    monkeypatch.setattr(engine_module, scorer, breaks_on_one_item)
+    monkeypatch.setattr(module, scorer, breaks_on_one_item)
     component = (
         {"math": {"gold": "4"}} if scorer == "prepare_math" else {"code": {"tests": [{"type": "assert", "code": "1"}]}}
     )
@@ -130,7 +134,7 @@ def test_extraction_yields_the_event_loop_every_slice_of_completions_and_golds(m
     gold = "So she has " + "two more, " * 995 + "\n#### 4"
     batch = [ScoreItem(completion=f"<think>a</think>{n % 2 + 3}", math={"gold": gold}) for n in range(60)]
     ticks, seen = 0, []  # how often another task ran; at which count each item was extracted
-    real = engine_module.prepare_math
+    real = math_module.prepare_math
 
     def recorded(completion: str, gold: str, *args: Any, **kwargs: Any) -> Any:
         seen.append((ticks, len(completion) + len(gold)))
@@ -145,10 +149,43 @@ def test_extraction_yields_the_event_loop_every_slice_of_completions_and_golds(m
             await asyncio.sleep(0)
         return scoring.result()
 
-    monkeypatch.setattr(engine_module, "prepare_math", recorded)
+    monkeypatch.setattr(math_module, "prepare_math", recorded)
     results = asyncio.run(main())
     assert [result.reward for result in results] == [0.0, 1.0] * 30
     slices: dict[int, int] = {}
     for tick, chars in seen:
         slices[tick] = slices.get(tick, 0) + chars
     assert len(slices) > 1 and max(slices.values()) <= engine_module.INLINE_PREPARE_CHARS
+
+
+def test_a_pooled_component_is_a_table_entry_the_engine_drives_without_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """scoring.POOLED is all the engine knows of a pooled component: here code's entry is replaced by a stand-in that
+    settles one item itself and asks for jobs for the others; equal jobs run once, and each item gets its job's
+    result, in order."""
+    calls: list[tuple[str, object]] = []
+
+    class StandIn:
+        def __init__(self, resources: Resources) -> None:
+            calls.append(("built", resources.executor))
+
+        def reads(self, item: ScoreItem, spec: Any) -> int:
+            return len(item.completion)
+
+        def prepare(self, item: ScoreItem, spec: Any) -> ComponentResult | str:
+            if item.completion == "settled":
+                return ComponentResult(score=0.25, verdict="passed")
+            return item.completion  # the job: equal completions, one job
+
+        async def run(self, jobs: dict[str, list[int]], deadline: float, owner: object) -> dict[str, ComponentResult]:
+            calls.append(("run", sorted(jobs.items())))
+            return {job: ComponentResult(score=float(len(job)) / 10, verdict="passed") for job in jobs}
+
+    monkeypatch.setitem(engine_module.POOLED, "code", StandIn)
+    tests = {"code": {"tests": ["assert True"]}}
+    batch = [ScoreItem.model_validate({"completion": text, **tests}) for text in ("ab", "settled", "abcd", "ab")]
+    engine = Engine(VerifierSettings(math_workers=1), WorkerPool(1, WORKER_TASK), Metrics())
+    results = asyncio.run(engine.score(batch))
+    assert [r.reward for r in results] == [0.2, 0.25, 0.4, 0.2]
+    assert calls == [("built", None), ("run", [("ab", [0, 3]), ("abcd", [2])])]

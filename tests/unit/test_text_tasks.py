@@ -155,7 +155,7 @@ def test_a_request_that_fails_in_the_service_retires_its_chunks_workers(monkeypa
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("a bug in extraction")
 
-    monkeypatch.setattr(Engine, "_prepare_math", broken)
+    monkeypatch.setattr(Engine, "_prepare_one", broken)  # outside the guard that keeps one item's failure its own
     batch = [ScoreItem(completion=f"<think>x</think>{n}", math={"gold": "1"}, format={}) for n in range(64)]
 
     async def fail(engine: Engine, pool: WorkerPool) -> int:

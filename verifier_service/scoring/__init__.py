@@ -3,8 +3,9 @@
 A text component is a pure function of the item and its spec, `score(item, spec) -> ComponentResult`, run in the
 service process; one whose work is much cheaper for many items at once (numpy over the whole batch) also has
 `score_batch(items, specs) -> list[ComponentResult]`, in `BATCHED`. A gated one (`GatedSpec`) also gets the result
-of the component it reads correctness from, `score(item, spec, correctness)`, and runs after it. `math` and `code`
-are not here: they need the engine's worker pool and sandbox, and are the only components the engine names.
+of the component it reads correctness from, `score(item, spec, correctness)`, and runs after it. A pooled one
+(`math`, `code`) needs the worker pool or the sandbox: a class the engine builds once and drives as
+scoring/pooled.py says, in `POOLED`. The engine names no component.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from typing import Any
 
 from verifier_service.schema import ComponentResult, ScoreItem
 from verifier_service.scoring import answer, choice, length, overlong, repetition, think_format
+from verifier_service.scoring.pooled import PooledComponent, Resources
 
 Scorer = Callable[[ScoreItem, Any], ComponentResult]
 BatchScorer = Callable[[Sequence[ScoreItem], Sequence[Any]], list[ComponentResult]]
 GatedScorer = Callable[[ScoreItem, Any, ComponentResult], ComponentResult]
 
-POOLED = ("math", "code")  # scored by the engine's pools
 TEXT: dict[str, Scorer] = {
     "choice": choice.score,
     "answer": answer.score,
@@ -29,3 +30,10 @@ TEXT: dict[str, Scorer] = {
 }
 BATCHED: dict[str, BatchScorer] = {"repetition": repetition.score_batch}
 GATED: dict[str, GatedScorer] = {"length": length.score}
+
+# Pooled components (scoring/pooled.py): name -> the class the engine builds once with the service's resources.
+# Imported last: their modules read the tables above (through scoring.texts).
+from verifier_service.scoring.code import CodeComponent  # noqa: E402
+from verifier_service.scoring.math import MathComponent  # noqa: E402
+
+POOLED: dict[str, Callable[[Resources], PooledComponent]] = {"math": MathComponent, "code": CodeComponent}

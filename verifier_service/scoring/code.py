@@ -1,19 +1,23 @@
 """Code answers: find the program in a completion, turn the request's tests into a sandbox submission, and the
-sandbox's result into a component. Pure functions; the engine runs the submission through the executor.
+sandbox's result into a component (pure functions); `CodeComponent` is code as the engine drives it, a pooled
+component (scoring/pooled.py) whose jobs the executor runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from sandbox import AssertTest, CallTest, Limits, RunResult, RunVerdict, StdioTest, Submission, Test
 from verifier_service.schema import AssertTest as AssertTestSpec  # the request's test models, named apart
 from verifier_service.schema import CallTest as CallTestSpec  # from the sandbox's classes of the same names
-from verifier_service.schema import CodeSpec, ComponentResult, TestVerdict, Verdict
+from verifier_service.schema import CodeSpec, ComponentResult, ScoreItem, TestVerdict, Verdict
 from verifier_service.schema import StdioTest as StdioSpec
 from verifier_service.scoring.extract import final_answer_region
+from verifier_service.scoring.pooled import Resources, deadline_exceeded, finished_by
 
 # A line that opens a fenced block: ``` or ~~~ (or longer), an optional language word, anything after it.
 _OPENING = re.compile(r"[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+-]*)")
@@ -126,3 +130,49 @@ def code_component(result: RunResult, total: int, fenced: bool = True) -> Compon
 
 def no_code(total: int, detail: str) -> ComponentResult:
     return ComponentResult(score=0.0, verdict=Verdict.NO_CODE.value, detail=detail, passed=0, total=total)
+
+
+# --- In the service: the pooled component (scoring/pooled.py) -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CodeJob:
+    """A program and its tests as the sandbox runs them; equal (run once) for the same program, found the same way,
+    under the same spec."""
+
+    key: str
+    submission: Submission = field(compare=False)
+    total: int = field(compare=False)
+    fenced: bool = field(compare=False)  # False: the whole answer, no code block (not compiling, it is prose: no_code)
+
+
+class CodeComponent:
+    """Code as a pooled component: the program found on the loop, run in the sandbox (the executor caps what runs
+    at once), one job per distinct program."""
+
+    def __init__(self, resources: Resources) -> None:
+        self.settings, self.executor = resources.settings, resources.executor
+
+    def reads(self, item: ScoreItem, spec: CodeSpec) -> int:
+        return len(item.completion)
+
+    def prepare(self, item: ScoreItem, spec: CodeSpec) -> ComponentResult | CodeJob:
+        program = extract_program(item.completion, spec.think_tag)
+        if program is None:
+            return no_code(len(spec.tests), "no program after the reasoning")
+        key = f"{program.fenced:d}{program.text}\0{spec.model_dump_json()}"
+        return CodeJob(key, submission(program.text, spec), len(spec.tests), program.fenced)
+
+    async def run(
+        self, jobs: Mapping[CodeJob, Sequence[int]], deadline: float, owner: object
+    ) -> dict[CodeJob, ComponentResult]:
+        runs = {asyncio.ensure_future(self._run(job.submission)): job for job in jobs}
+        done = await finished_by(runs, deadline)
+        late = deadline_exceeded(self.settings)
+        return {job: code_component(run.result(), job.total, job.fenced) if run in done else late
+                for run, job in runs.items()}  # fmt: skip
+
+    async def _run(self, job: Submission) -> RunResult:
+        if self.executor is None:
+            return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail="this server runs no sandbox")
+        return await self.executor.run(job)

@@ -2,20 +2,28 @@
 
 `prepare_math` is cheap and runs for every item; it either settles the item (no answer, plain numbers) or
 returns the key the engine dedupes on. `verify_math` does the sympy work and runs only in worker processes.
-`score_math` chains both in-process, for tests and for callers that need no pool.
+`score_math` chains both in-process, for tests and for callers that need no pool. `MathComponent` is math as the
+engine drives it, a pooled component (scoring/pooled.py): the cache of verdicts, the groups, the pool.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from verifier_service.schema import MathOptions, Verdict
+from verifier_service.pool import TaskTimeout, WorkerCrashed
+from verifier_service.schema import ComponentResult, MathOptions, MathSpec, ScoreItem, Verdict
 from verifier_service.scoring import numbers
 from verifier_service.scoring.extract import extract_candidate, final_answer_region
+from verifier_service.scoring.pooled import Resources, deadline_exceeded, finished_by
+from verifier_service.scoring.texts import ITEM_FAILED
 
 log = logging.getLogger(__name__)
 
@@ -258,3 +266,121 @@ def score_math(completion: str, gold: str, options: MathOptions | None = None) -
     if isinstance(prepared, MathResult):
         return prepared
     return verify_math(prepared)
+
+
+# --- In the service: the pooled component (scoring/pooled.py) -------------------------------------------------------
+
+GROUP_SIZE = 8  # math tasks sent to a worker at once
+# What the cache may keep: verdicts that a healthy worker gives again for the same (gold, answer, options), because
+# they come from a comparison that ran to its end. Never `timeout` (a worker that was stopped, starved or slowed
+# by a busy host says it as well as one given an absurd expression), nor any verdict that scores null
+# (`worker_crashed`, `deadline_exceeded`, `internal_error`, and `gold_unparseable`, which a worker in trouble can
+# also give): those are computed again next time.
+CACHEABLE = frozenset({Verdict.CORRECT, Verdict.WRONG, Verdict.NO_ANSWER, Verdict.HEDGED, Verdict.ANSWER_TOO_LONG})
+
+
+class ResultCache:
+    """A bounded LRU of finished math results, keyed by task (gold, answer, options); only `CACHEABLE` verdicts.
+
+    Read and written on the event loop (extraction runs there); the lock keeps it safe for any other thread.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._data: OrderedDict[MathTask, MathResult] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, task: MathTask) -> MathResult | None:
+        with self._lock:
+            result = self._data.get(task)
+            if result is not None:
+                self._data.move_to_end(task)
+            return result
+
+    def put(self, task: MathTask, result: MathResult) -> None:
+        if self.size <= 0 or result.verdict not in CACHEABLE:  # a retry may judge it otherwise
+            return
+        with self._lock:
+            self._data[task] = result
+            self._data.move_to_end(task)
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+
+
+def math_component(result: MathResult) -> ComponentResult:
+    return ComponentResult(
+        score=result.score, verdict=result.verdict.value, detail=result.detail, extracted=result.extracted
+    )
+
+
+class MathComponent:
+    """Math as a pooled component: the answer extracted on the loop (plain numbers and cached verdicts settled
+    there), the sympy work in the worker pool, tasks with the same gold grouped on one worker."""
+
+    def __init__(self, resources: Resources) -> None:
+        self.settings, self.pool, self.metrics = resources.settings, resources.pool, resources.metrics
+        self.cache = ResultCache(resources.settings.math_cache_size)
+
+    def reads(self, item: ScoreItem, spec: MathSpec) -> int:
+        return len(item.completion) + len(spec.gold)
+
+    def prepare(self, item: ScoreItem, spec: MathSpec) -> ComponentResult | MathTask:
+        settings = self.settings
+        prepared = prepare_math(item.completion, spec.gold, spec.options, window=settings.answer_window_chars,
+                                max_answer=settings.max_answer_chars)  # fmt: skip
+        if not isinstance(prepared, MathTask):
+            return math_component(prepared)
+        if (cached := self.cache.get(prepared)) is not None:
+            self.metrics.cache_hits.inc()
+            return math_component(cached)
+        return prepared
+
+    async def run(
+        self, jobs: Mapping[MathTask, Sequence[int]], deadline: float, owner: object
+    ) -> dict[MathTask, ComponentResult]:
+        self.metrics.math_tasks.inc(len(jobs))
+        self.metrics.deduplicated.inc(sum(len(indexes) for indexes in jobs.values()) - len(jobs))
+        groups = {asyncio.ensure_future(self._run_group(group, owner)): group for group in _groups(jobs)}
+        done = await finished_by(groups, deadline)
+        results: dict[MathTask, ComponentResult] = {}
+        for future, group in groups.items():
+            if future not in done:
+                outcomes = [deadline_exceeded(self.settings)] * len(group)
+            elif (failure := future.exception()) is not None:
+                log.error("math group failed", exc_info=failure)
+                outcomes = [math_component(self._result(failure, 0))] * len(group)
+            else:
+                outcomes = future.result()
+            results.update(zip(group, outcomes, strict=True))
+        return results
+
+    async def _run_group(self, group: list[MathTask], owner: object) -> list[ComponentResult]:
+        timeout = self.settings.math_timeout_s
+        outcomes = await self.pool.run_group(group, timeout_s=timeout, owner=owner)
+        results = []
+        for task, outcome in zip(group, outcomes, strict=True):
+            result = self._result(outcome, timeout)
+            self.cache.put(task, result)
+            results.append(math_component(result))
+        return results
+
+    def _result(self, outcome: object, timeout: float) -> MathResult:
+        if isinstance(outcome, MathResult):
+            return outcome
+        if isinstance(outcome, TaskTimeout):
+            self.metrics.timeouts.inc()
+            return MathResult(0.0, Verdict.TIMEOUT, detail=f"comparing the answer took longer than {timeout}s")
+        if isinstance(outcome, WorkerCrashed):
+            self.metrics.worker_crashes.inc()
+            return MathResult(None, Verdict.WORKER_CRASHED, detail="the worker scoring this item died")
+        log.error("math task failed: %s", outcome)
+        return MathResult(None, Verdict.INTERNAL_ERROR, detail=ITEM_FAILED)
+
+
+def _groups(tasks: Iterable[MathTask], size: int = GROUP_SIZE) -> list[list[MathTask]]:
+    """Tasks with the same gold go to one worker together, so it parses the gold once; groups stay small
+    enough to spread over every worker."""
+    by_gold: dict[tuple[str, object], list[MathTask]] = {}
+    for task in tasks:
+        by_gold.setdefault((task.gold, task.options), []).append(task)
+    return [same[i : i + size] for same in by_gold.values() for i in range(0, len(same), size)]
