@@ -967,6 +967,16 @@ class TestVerdict(BaseModel):
     detail: str | None = None
 
 
+class StepScore(BaseModel):
+    """One checked step of a completion: its character span and its score."""
+
+    model_config = ConfigDict(frozen=True)
+
+    start: int = Field(..., description="The step's first character in the completion (0-based).")
+    end: int = Field(..., description="One past its last character.")
+    score: float | None = Field(..., description="The step's score; null where it could not be judged.")
+
+
 def _unused(value: object) -> bool:
     return value is None
 
@@ -990,6 +1000,9 @@ class ComponentResult(BaseModel):
     passed: int | None = Field(None, exclude_if=_unused, description="code: tests passed")
     total: int | None = Field(None, exclude_if=_unused, description="code: tests run")
     tests: list[TestVerdict] | None = Field(None, exclude_if=_unused, description="code: one verdict per test")
+    steps: tuple[StepScore, ...] | None = Field(
+        None, exclude_if=_unused, description="steps: each checked claim's character span in the completion and score"
+    )
 
 
 def _publish_components(schema: dict[str, Any]) -> None:

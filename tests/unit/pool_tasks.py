@@ -59,3 +59,28 @@ def timed(task: tuple[int, float]) -> tuple[int, float, int]:
     index, seconds = task
     time.sleep(seconds)
     return index, time.monotonic(), os.getpid()
+
+
+class ComponentJob:
+    """A WorkerComponent's job (scoring/pooled.py): `run()` in the worker gives a ComponentResult, sleeps past its
+    deadline, kills its worker or raises, as `action` says."""
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+
+    def __hash__(self) -> int:
+        return hash(self.action)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ComponentJob) and other.action == self.action
+
+    def run(self) -> object:
+        from verifier_service.schema import ComponentResult
+
+        if self.action == "sleep":
+            time.sleep(30)
+        elif self.action == "die":
+            os._exit(3)
+        elif self.action == "raise":
+            raise ValueError("broken")
+        return ComponentResult(score=1.0, verdict="valid", detail=f"ran in {os.getpid() != 0}")

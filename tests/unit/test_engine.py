@@ -189,3 +189,41 @@ def test_a_pooled_component_is_a_table_entry_the_engine_drives_without_naming_it
     results = asyncio.run(engine.score(batch))
     assert [r.reward for r in results] == [0.2, 0.25, 0.4, 0.2]
     assert calls == [("built", None), ("run", [("ab", [0, 3]), ("abcd", [2])])]
+
+
+def test_a_worker_component_runs_each_job_in_the_pool_and_says_what_went_wrong() -> None:
+    """scoring.pooled.WorkerComponent: a job's own result comes back; one that overruns its time is the subclass's
+    timeout verdict, one that kills its worker worker_crashed, one that raises internal_error (both null), one left
+    at the batch deadline deadline_exceeded; the others are unaffected."""
+    from tests.unit.pool_tasks import ComponentJob
+    from verifier_service.scoring.pooled import WorkerComponent
+
+    class Sleeper(WorkerComponent):
+        name = "test"
+
+        def timeout_s(self, job: Any) -> float:
+            return 0.5
+
+    async def main() -> tuple[dict[Any, ComponentResult], dict[Any, ComponentResult]]:
+        pool = WorkerPool(2, WORKER_TASK)
+        await pool.start()
+        try:
+            settings = VerifierSettings(math_workers=2)
+            component = Sleeper(Resources(settings, pool, Metrics(), None))
+            jobs = {ComponentJob(action): [i] for i, action in enumerate(["ok", "sleep", "die", "raise"])}
+            loop = asyncio.get_running_loop()
+            first = await component.run(jobs, loop.time() + 20, owner=object())
+            late = await component.run({ComponentJob("sleep"): [0]}, loop.time() + 0.2, owner=object())
+            return first, late
+        finally:
+            await pool.close()
+
+    first, late = asyncio.run(main())
+    verdicts = {job.action: (result.score, result.verdict) for job, result in first.items()}
+    assert verdicts == {
+        "ok": (1.0, "valid"),
+        "sleep": (None, "timeout"),
+        "die": (None, "worker_crashed"),
+        "raise": (None, "internal_error"),
+    }
+    assert [(r.score, r.verdict) for r in late.values()] == [(None, "deadline_exceeded")]

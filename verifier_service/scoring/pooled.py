@@ -9,17 +9,22 @@ builds once with the service's `Resources` and then drives the same way for ever
 - `run(jobs, deadline, owner)`: a result for every job, by the loop time `deadline` (a job not done by then is
   `deadline_exceeded`, null), sharing the pool fairly with other requests (`owner` is the request).
 
-A component of another kind is a text component (`scoring.TEXT`) or a gated one (`scoring.GATED`).
+A component whose jobs each run on their own in a worker process subclasses `WorkerComponent` (below), which gives
+`run`. A component of another kind is a text component (`scoring.TEXT`) or a gated one (`scoring.GATED`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from verifier_service.schema import ComponentResult, ScoreItem, Verdict
+
+log = logging.getLogger(__name__)
+ITEM_FAILED = "the verifier failed on this item"  # the detail of internal_error
 
 if TYPE_CHECKING:
     from sandbox import Executor
@@ -72,3 +77,55 @@ async def cancel(futures: Collection[asyncio.Future[Any]]) -> None:
     for future in futures:
         future.cancel()
     await asyncio.gather(*futures, return_exceptions=True)
+
+
+class WorkerComponent:
+    """The base of a pooled component whose jobs run in the worker pool, each on its own: a job is a hashable,
+    picklable task whose `run()` (in a worker process) returns the job's ComponentResult. A subclass gives `reads`,
+    `prepare`, the time a job may take in the worker (`timeout_s`) and what an overrun scores (`timed_out`); a worker
+    that dies under a job is `worker_crashed` (null), a task that raises `internal_error` (null)."""
+
+    name = "component"
+
+    def __init__(self, resources: Resources) -> None:
+        self.settings, self.pool, self.metrics = resources.settings, resources.pool, resources.metrics
+
+    def timeout_s(self, job: Any) -> float:
+        raise NotImplementedError
+
+    def timed_out(self, job: Any, timeout_s: float) -> ComponentResult:
+        detail = f"the {self.name} check took longer than {timeout_s:g}s"
+        return ComponentResult(score=None, verdict=Verdict.TIMEOUT.value, detail=detail)
+
+    async def run(
+        self, jobs: Mapping[Any, Sequence[int]], deadline: float, owner: object
+    ) -> dict[Any, ComponentResult]:
+        futures = {asyncio.ensure_future(self._run_one(job, owner)): job for job in jobs}
+        done = await finished_by(futures, deadline)
+        results: dict[Any, ComponentResult] = {}
+        for future, job in futures.items():
+            if future not in done:
+                results[job] = deadline_exceeded(self.settings)
+            elif (failure := future.exception()) is not None:
+                log.error("%s job failed", self.name, exc_info=failure)
+                results[job] = ComponentResult(score=None, verdict=Verdict.INTERNAL_ERROR.value, detail=ITEM_FAILED)
+            else:
+                results[job] = future.result()
+        return results
+
+    async def _run_one(self, job: Any, owner: object) -> ComponentResult:
+        from verifier_service.pool import TaskTimeout, WorkerCrashed  # the pool imports the scorers
+
+        timeout = self.timeout_s(job)
+        [outcome] = await self.pool.run_group([job], timeout_s=timeout, owner=owner)
+        if isinstance(outcome, ComponentResult):
+            return outcome
+        if isinstance(outcome, TaskTimeout):
+            self.metrics.timeouts.inc()
+            return self.timed_out(job, timeout)
+        if isinstance(outcome, WorkerCrashed):
+            self.metrics.worker_crashes.inc()
+            detail = "the worker scoring this item died"
+            return ComponentResult(score=None, verdict=Verdict.WORKER_CRASHED.value, detail=detail)
+        log.error("%s task failed: %s", self.name, outcome)
+        return ComponentResult(score=None, verdict=Verdict.INTERNAL_ERROR.value, detail=ITEM_FAILED)

@@ -15,12 +15,12 @@ from typing import Any
 
 from verifier_service.schema import ComponentResult, ComponentSpec, ScoreItem, Verdict
 from verifier_service.scoring import BATCHED, TEXT
+from verifier_service.scoring.pooled import ITEM_FAILED
 from verifier_service.scoring.text import component
 
 log = logging.getLogger(__name__)
 
 Found = tuple[float | None, str, str | None, str | None]  # a ComponentResult as plain values: score ... extracted
-ITEM_FAILED = "the verifier failed on this item"
 
 
 def safely(name: str, scorer: Callable[..., ComponentResult], *args: Any) -> ComponentResult:

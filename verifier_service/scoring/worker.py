@@ -1,5 +1,6 @@
-"""What a worker process runs: a math comparison (`MathTask`) or the text components of a chunk of items
-(`TextTask`). The pool (`verifier_service.pool`) knows neither; it runs `run` on whatever it is sent."""
+"""What a worker process runs: a math comparison (`MathTask`), the text components of a chunk of items (`TextTask`),
+or a pooled component's own task (anything with a `run()` method: scoring/pooled.WorkerComponent). The pool
+(`verifier_service.pool`) knows none of them; it runs `run` on whatever it is sent."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from verifier_service.scoring.math import MathTask, verify_math
 from verifier_service.scoring.texts import TextTask, run_text_task
 
 
-def run(task: MathTask | TextTask) -> Any:
+def run(task: Any) -> Any:
     if isinstance(task, TextTask):
         return run_text_task(task)
-    return verify_math(task)
+    if isinstance(task, MathTask):
+        return verify_math(task)
+    return task.run()
