@@ -142,7 +142,7 @@ def counts(text: str, target: str) -> tuple[int, int]:
         return in_target + int(mine.sum()), total
     picked = np.flatnonzero(mine)
     words = [text[start:end] for start, end in zip(starts[picked].tolist(), ends[picked].tolist(), strict=True)]
-    return in_target + _identified(words, sentence[starts[picked]].tolist(), target), total
+    return in_target + _identified(words, sentence[starts[picked]], target), total
 
 
 def _in_token(kind: npt.NDArray[np.uint8]) -> npt.NDArray[np.bool_]:
@@ -171,16 +171,15 @@ def _unit_counts(kind: npt.NDArray[np.uint8], sentence: npt.NDArray[np.int64], t
     return han_count - japanese_han - korean_han, total
 
 
-def _identified(words: list[str], sentences: list[int], target: str) -> int:
-    """How many of `words` are in `target`, each sentence's words identified together (`WINDOW_WORDS`)."""
-    found, window = 0, []
-    for index, word in enumerate(words):
-        window.append(word)
-        last = index + 1 == len(words)
-        if last or (len(window) >= WINDOW_WORDS and sentences[index + 1] != sentences[index]):
-            if langid.identify(" ".join(window)) == target:
-                found += len(window)
-            window = []
+def _identified(words: list[str], sentences: npt.NDArray[np.int64], target: str) -> int:
+    """How many of `words` are in `target`: each sentence's words identified together, a sentence of fewer than
+    `WINDOW_WORDS` with the next ones (`sentences`: each word's sentence, in order)."""
+    found, begin = 0, 0
+    for end in [*(np.flatnonzero(np.diff(sentences)) + 1).tolist(), len(words)]:
+        if end - begin >= WINDOW_WORDS or end == len(words):
+            if langid.identify(" ".join(words[begin:end])) == target:
+                found += end - begin
+            begin = end
     return found
 
 
