@@ -717,8 +717,8 @@ class RepetitionSpec(ComponentSpec):
         return (self.max_penalty, 0.0)
 
 
-# The languages `language` can target (ISO 639-1): IFEval's 30 response languages, Chinese, and 19 more written in
-# Latin script. Each is written in one script (scoring/language.py's table says which).
+# The languages `language` can target (ISO 639-1): IFEval's 30 response languages, Chinese, and 18 more (Greek and 17
+# in Latin script). Each is written in one script (scoring/language.py's table says which).
 LanguageTarget = Literal[
     "en", "es", "pt", "ar", "hi", "fr", "ru", "de", "ja", "it", "bn", "uk", "th", "ur", "ta", "te", "bg", "ko", "pl",
     "he", "fa", "vi", "ne", "sw", "kn", "mr", "gu", "pa", "ml", "fi", "zh", "nl", "sv", "da", "no", "tr", "id", "ms",
