@@ -73,3 +73,14 @@ def test_an_unknown_target_is_a_422_naming_the_field(server: Server, target: str
     [error] = response.json()["errors"]
     assert error["loc"].endswith("language.target")
     assert "xx-secret" not in response.text
+
+
+def test_the_trl_reward_function_sends_it(server: Server) -> None:
+    from trainer_client import VerifierReward
+
+    reward = VerifierReward(["math", "language"], base_url=server.url, options={"language": {"target": "zh"}})
+    solution = ["42"] * 3
+    values = reward(prompts=["6 * 7?"] * 3, completions=[ZH_RIGHT, MIXED_RIGHT, EN_RIGHT], solution=solution)
+    assert values == pytest.approx([2.0, 1 + 4 / 7, 1.0])
+    alone = VerifierReward("language", base_url=server.url, target="en", scope="all")
+    assert alone(prompts=[""], completions=[EN_RIGHT]) == [1.0]
