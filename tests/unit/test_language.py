@@ -224,3 +224,19 @@ def test_every_target_has_a_script_or_is_counted_by_character() -> None:
 def test_every_target_is_a_language_the_model_names() -> None:
     labels = {code for code, _ in langid.ranked("a text", -1)}
     assert set(get_args(LanguageTarget)) <= labels
+
+
+@pytest.mark.parametrize(
+    "noise",
+    [
+        "$" * 100_000,
+        "`" * 100_000,
+        "\\begin{" * 50_000,
+        "$$a$" * 30_000,
+        "```\n" * 30_000,
+        "\ud800\x00\U0001f600𝑥" * 20_000,  # lone surrogates, NUL, emoji, mathematical letters: none is a word
+    ],
+)
+def test_adversarial_text_is_judged(noise: str) -> None:
+    found = judged(f"<think>你好{noise}</think>", target="zh")
+    assert found == (1.0, "consistent")
