@@ -1,4 +1,5 @@
-"""The text components (choice, answer, overlong, length, repetition): their cost in-process and through the service.
+"""The text components (choice, answer, overlong, length, repetition, language): their cost in-process and through
+the service.
 
     .venv/bin/python bench/components.py                      # starts a verifier on a free loopback port
     .venv/bin/python bench/components.py --repeats 300 --steps 6
@@ -120,6 +121,9 @@ def specs() -> dict[str, dict[str, Any]]:
         "overlong": {"overlong": {"max_tokens": 8192}},
         "length": {"math": {"gold": "42"}, "length": {"max_tokens": 8192}},
         "repetition": {"repetition": {}},
+        # target en: the English text's words all go through the language identifier (one window here, as the random
+        # words have no sentence ends; prose in sentences costs about the same: the model's time is per character)
+        "language": {"language": {"target": "en"}},
     }
 
 

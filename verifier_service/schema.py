@@ -31,7 +31,7 @@ from pydantic import (
 API_VERSION = "v1"
 # Every component, in the order results list them. A component is a spec model below (a `ComponentSpec`), a field
 # of `ScoreItem` and a scorer in `verifier_service.components`.
-ComponentName = Literal["math", "code", "choice", "answer", "format", "overlong", "length", "repetition"]
+ComponentName = Literal["math", "code", "choice", "answer", "format", "overlong", "length", "repetition", "language"]
 COMPONENTS: tuple[str, ...] = get_args(ComponentName)
 WEIGHT_LIMIT = 1e6  # |weight| at most this: a weighted sum of component scores can never overflow to inf
 
@@ -83,6 +83,11 @@ class Verdict(StrEnum):
     REPETITIVE = "repetitive"
     LOOP = "loop"
     TOO_SHORT = "too_short"
+    # language
+    CONSISTENT = "consistent"  # every word in the target language
+    MIXED = "mixed"  # some
+    OTHER_LANGUAGE = "other_language"  # none
+    NO_TEXT = "no_text"  # cannot judge: the scope has no words at all
 
 
 TEST_VERDICTS = ("passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit")
@@ -712,6 +717,33 @@ class RepetitionSpec(ComponentSpec):
         return (self.max_penalty, 0.0)
 
 
+# The languages `language` can target (ISO 639-1): IFEval's 30 response languages, Chinese, and 18 more (Greek and 17
+# in Latin script). Each is written in one script (scoring/language.py's table says which).
+LanguageTarget = Literal[
+    "en", "es", "pt", "ar", "hi", "fr", "ru", "de", "ja", "it", "bn", "uk", "th", "ur", "ta", "te", "bg", "ko", "pl",
+    "he", "fa", "vi", "ne", "sw", "kn", "mr", "gu", "pa", "ml", "fi", "zh", "nl", "sv", "da", "no", "tr", "id", "ms",
+    "cs", "ro", "hu", "el", "ca", "sk", "hr", "sl", "lt", "lv", "et",
+]  # fmt: skip
+
+
+class LanguageSpec(ComponentSpec):
+    """Language consistency (DeepSeek-R1's reward): the share of the scope's words that are in the target language.
+    Han, kana, Hangul and Thai characters count one each; other words are identified offline by script and, where
+    several languages share the script, by a language-ID model over each sentence. LaTeX math, code, URLs, numbers
+    and symbols count neither way."""
+
+    verdicts = (Verdict.CONSISTENT, Verdict.MIXED, Verdict.OTHER_LANGUAGE, Verdict.NO_TEXT)
+    null_verdicts = (Verdict.NO_TEXT,)
+
+    target: LanguageTarget = Field(..., description="The language the text should be in: an ISO 639-1 code.")
+    scope: Scope = Field(
+        "reasoning",
+        description="reasoning: the reasoning block (R1's chain of thought); answer: the text after it; all: the "
+        "whole completion.",
+    )
+    think_tag: str = _think_tag()
+
+
 Weight = Annotated[StrictFloat, Field(ge=-WEIGHT_LIMIT, le=WEIGHT_LIMIT, allow_inf_nan=False)]
 
 
@@ -750,6 +782,7 @@ class ScoreItem(_Strict):
     overlong: OverlongSpec | None = None
     length: LengthSpec | None = None
     repetition: RepetitionSpec | None = None
+    language: LanguageSpec | None = None
     weights: dict[ComponentName, Weight] | None = Field(
         None,
         description=f"Component name -> weight in the reward (default 1.0 each); finite, |weight| <= {WEIGHT_LIMIT:g}, "

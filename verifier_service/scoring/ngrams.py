@@ -19,9 +19,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-# Scripts written without spaces between words: Han (with extensions and compatibility ideographs), kana, Thai.
-UNSPACED_RANGES = ((0x0E00, 0x0E7F), (0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF),
-                   (0xFF66, 0xFF9F))  # fmt: skip
+# Scripts written without spaces between words: Han (with extensions and compatibility ideographs), kana, Thai. The
+# `language` component counts the same characters one each, by script.
+HAN_RANGES = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF))
+KANA_RANGES = ((0x3040, 0x30FF), (0xFF66, 0xFF9F))
+THAI_RANGES = ((0x0E00, 0x0E7F),)
+UNSPACED_RANGES = tuple(sorted((*HAN_RANGES, *KANA_RANGES, *THAI_RANGES)))
 _UNSPACED = "".join(f"{chr(low)}-{chr(high)}" for low, high in UNSPACED_RANGES)
 _HAS_UNSPACED = re.compile(f"[{_UNSPACED}]")
 _AUTO_UNITS = re.compile(f"[{_UNSPACED}]|[^\\s{_UNSPACED}]+")
