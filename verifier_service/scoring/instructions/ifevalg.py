@@ -154,22 +154,22 @@ def _split_final_period(text: str) -> str:
         end -= 1
     dot = end - 1
     if dot >= 1 and text[dot] == "." and text[dot - 1] != ".":
-        return text[:dot] + " . " + text[dot + 1 :]
+        # The closers stay attached, as NLTK's later rules expect (a `"` after a space would open a quote).
+        return text[:dot] + " ." + text[dot + 1 :]
     return text
 
 
-def _treebank_tokenize(sentence: str) -> list[str]:
-    for regexp, substitution in _STARTING_QUOTES + _PUNCTUATION:
-        sentence = regexp.sub(substitution, sentence)
-    sentence = _split_final_period(sentence)
-    for regexp, substitution in _PUNCTUATION_AFTER_PERIOD:
-        sentence = regexp.sub(substitution, sentence)
-    sentence = " " + sentence + " "
+def _treebank_tokenize(text: str) -> list[str]:
+    """NLTK's Treebank rules over sentences whose final periods `_split_final_period` has already split off: the
+    other rules are local, so one pass over the joined sentences gives each sentence's tokens."""
+    for regexp, substitution in _STARTING_QUOTES + _PUNCTUATION + _PUNCTUATION_AFTER_PERIOD:
+        text = regexp.sub(substitution, text)
+    text = " " + text + " "
     for regexp, substitution in _ENDING_QUOTES:
-        sentence = regexp.sub(substitution, sentence)
+        text = regexp.sub(substitution, text)
     for regexp in _CONTRACTIONS:
-        sentence = regexp.sub(r" \1 \2 ", sentence)
-    return sentence.split()
+        text = regexp.sub(r" \1 \2 ", text)
+    return text.split()
 
 
 # Punkt (English) ends a sentence at a token ending in . ? or ! that is followed by another token, except after an
@@ -207,7 +207,7 @@ def _punkt_sentences(text: str) -> list[str]:
 
 def _word_tokenize(text: str) -> list[str]:
     """`nltk.word_tokenize(text)` without punkt_tab: the Treebank words of each punkt-like sentence."""
-    return [token for sentence in _punkt_sentences(text) for token in _treebank_tokenize(sentence)]
+    return _treebank_tokenize(" ".join(_split_final_period(sentence.strip()) for sentence in _punkt_sentences(text)))
 
 
 # --- the checks --------------------------------------------------------------------------------------------------
