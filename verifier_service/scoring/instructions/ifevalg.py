@@ -184,23 +184,41 @@ r.i r.j r.k r.t rep reps s s.a s.a.y s.c s.g s.p.a s.s sen sep sept sr st sw t t
 u.s.s.r v va vs vt w w.c w.r w.va w.w wash wed wis yr
 """
 _ABBREVIATIONS = frozenset(_ABBREVIATION_WORDS.split())
-_CLOSERS = "\"')]}»”’"
+# Punkt's period context: the last . ? or ! in a token that is followed by another token, or by one of these.
+_AFTER_END = frozenset("?!)\";}]*:@'({[")
+# Punkt moves closing quotes and brackets that open the next sentence back when whitespace follows them.
+_REALIGNED = re.compile(r"[\"')\]}]+(?=\s|--|$)")
+
+
+def _sentence_end(word: str, has_next: bool) -> int:
+    """Where a sentence could end inside this token (just after a . ? or !), or -1."""
+    if word[-1] in ".?!":
+        return len(word) if has_next else -1
+    for i in range(len(word) - 2, -1, -1):
+        if word[i] in ".?!" and word[i + 1] in _AFTER_END:
+            return i + 1
+    return -1
 
 
 def _punkt_sentences(text: str) -> list[str]:
     tokens = list(re.finditer(r"\S+", text))
     sentences, start = [], 0
-    for token, following in pairwise(tokens):
-        word = token.group().rstrip(_CLOSERS)
-        if not word or word[-1] not in ".?!":
+    for index, token in enumerate(tokens):
+        following = tokens[index + 1].group() if index + 1 < len(tokens) else ""
+        end = _sentence_end(token.group(), bool(following))
+        if end < 0:
             continue
+        word = token.group()[:end]
         core = word[:-1].lstrip("\"'([{«“‘")
         if word.endswith(".") and (core.lower() in _ABBREVIATIONS or word.endswith("..")):
             continue
-        if word.endswith(".") and len(core) == 1 and core.isalpha() and following.group()[0].isupper():
+        if word.endswith(".") and len(core) == 1 and core.isalpha() and following[:1].isupper():
             continue  # an initial, as in "J. Smith"
-        sentences.append(text[start : token.end()])
-        start = token.end()
+        cut = token.start() + end
+        if realigned := _REALIGNED.match(text, cut):
+            cut = realigned.end()
+        sentences.append(text[start:cut])
+        start = cut
     sentences.append(text[start:])
     return [s for s in sentences if s.strip()]
 
