@@ -172,9 +172,10 @@ def _treebank_tokenize(text: str) -> list[str]:
     return text.split()
 
 
-# Punkt (English) ends a sentence at a token ending in . ? or ! that is followed by another token, except after an
-# abbreviation or an initial before a capitalised word. The abbreviations are punkt_tab English's own list (a word
-# list, 155 entries). Only a period's sentence end changes the words (Treebank splits off a sentence-final period).
+# Punkt (English) ends a sentence after a . ? or ! that ends a token followed by another, or that a quote or bracket
+# follows inside the token, except after an abbreviation, or an initial before a capitalised word (punkt also weighs
+# orthographic data we do not ship there). The abbreviations are punkt_tab English's own list (155 words). Only a
+# period's sentence end changes the words (Treebank splits off a sentence-final period).
 _ABBREVIATION_WORDS = """
 a.a a.c a.d a.g a.h a.m a.m.e a.s a.t adm ala ariz aug ave b.f b.v bros c c.i.t c.o.m.b c.v calif chg cie co col
 colo conn corp cos ct d d.c d.h d.w dec dr e e.f e.h e.l e.m f f.g f.j feb fla fri ft g g.d g.f g.k ga gen h h.c
