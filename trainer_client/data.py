@@ -275,7 +275,7 @@ def load_prompts(
     if shape is not None:
         logger.info("%s: rows read as the %s dataset shape (--dataset_shape %s)", name, shape, dataset_shape)
     check_columns(present, columns, components, shape, options)
-    options = {
+    row_options = {
         "columns": columns,
         "components": tuple(components),
         "system_prompt": system_prompt_for(components) if system_prompt is None else system_prompt,
@@ -285,7 +285,7 @@ def load_prompts(
     }
     return DatasetDict(
         {
-            split: part.map(to_row, with_indices=True, fn_kwargs=options, remove_columns=part.column_names)
+            split: part.map(to_row, with_indices=True, fn_kwargs=row_options, remove_columns=part.column_names)
             for split, part in raw.items()
         }
     )
