@@ -32,7 +32,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer_client.domains import SHAPES, SPEC_COLUMN, parse_specs, resolve_shape, shape_prompt, shape_specs
+from trainer_client.domains import (
+    SHAPE_COMPONENTS,
+    SHAPES,
+    SPEC_COLUMN,
+    parse_specs,
+    resolve_shape,
+    shape_prompt,
+    shape_specs,
+)
 from trainer_client.gsm8k import HUB_ID, SYSTEM_PROMPT, gold_answer
 from trainer_client.inputs import GOLD_READERS, LETTERS, code_tests, gold_text, option_texts
 from trainer_client.options import ROW_FIELDS, row_fields
@@ -213,6 +221,8 @@ def to_row(
         return name in example or not with_specs
 
     prompt = example[columns.prompt] if columns.prompt in example or not with_specs else shape_prompt(example)
+    if isinstance(prompt, Mapping) and "input" in prompt:  # NeMo-Gym's responses_create_params: its input
+        prompt = prompt["input"]
     if "code" in components and tests_in_prompt and isinstance(prompt, str) and has(columns.tests):
         asserts = assert_strings(example[columns.tests])
         prompt = with_tests(prompt, asserts) if asserts else prompt
@@ -256,7 +266,8 @@ def load_prompts(
 ) -> DatasetDict:
     """Load a hub dataset (`datasets.load_dataset(name, config)`; GSM8K gets its config `main`) or a local
     .json/.jsonl file (its one split is `train`), and turn every row into GRPO input (`to_row`). Only `prompt`,
-    `solution`, `tests`, `options` and `spec` are kept. `system_prompt` defaults to `system_prompt_for(components)`.
+    `solution`, `tests`, `options` and `spec` are kept. `system_prompt` defaults to `system_prompt_for(components)`,
+    the shape's component (`SHAPE_COMPONENTS`) counted among them.
     `dataset_shape` maps the rows of another domain to specs (`trainer_client.domains`: `auto` detects the shape by
     the columns, `none` maps nothing). `options` (the rewards' component options), when given, let it check that
     a component that needs each row's spec gets one.
@@ -275,10 +286,11 @@ def load_prompts(
     if shape is not None:
         logger.info("%s: rows read as the %s dataset shape (--dataset_shape %s)", name, shape, dataset_shape)
     check_columns(present, columns, components, shape, options)
+    task = [*components, *([SHAPE_COMPONENTS[shape]] if shape in SHAPE_COMPONENTS else [])]  # the prompt's task
     row_options = {
         "columns": columns,
         "components": tuple(components),
-        "system_prompt": system_prompt_for(components) if system_prompt is None else system_prompt,
+        "system_prompt": system_prompt_for(task) if system_prompt is None else system_prompt,
         "tests_in_prompt": tests_in_prompt,
         "options_in_prompt": options_in_prompt,
         "shape": shape,

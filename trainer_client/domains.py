@@ -8,8 +8,10 @@ Shapes (`--dataset_shape`; `auto` picks one by the columns, `detect_shape`):
 - `open_instruct`: open-instruct / Tulu 3 RLVR rows (`messages`, `ground_truth`, `dataset`): an IFEval-style ground
   truth (a Python-literal string) -> `instructions`; a math row's (`dataset` gsm8k, math, ...) -> `math`'s gold;
   other rows (old `func_name` constraints, code) map to nothing;
-- `bird`: BIRD (`question`, `SQL`, `db_id`) and Spider (`question`, `query`, `db_id`) rows -> `sql`, the database
-  by name (`db`), or by its schema (`schema_sql`) when the row carries one (`schema_sql`, `context`, ...);
+- `bird`: BIRD (`question`, `SQL`, `db_id`), Spider (`question`, `query`, `db_id`) and NeMo-Gym bird_sql
+  (`gt_sql`, `db_id`, `sql_context`) rows -> `sql`, the database by name (`db`: a file the verifier's settings
+  name), or by its schema (`schema_sql`) when the row carries CREATE TABLE statements (`schema_sql`,
+  `sql_context`, ...);
 - `reasoning_gym`: reasoning-gym entries (`question`, `answer`, `metadata` with `source_dataset`) -> `procedural`;
 - `json_schema`: rows with a JSON Schema (`schema`, or NeMo-Gym structured outputs' `schema_str`) -> `json_schema`.
 """
@@ -30,7 +32,8 @@ from verifier_service.domain_labels import (
 Specs = dict[str, Any]  # component -> its spec's fields
 SPEC_COLUMN = "spec"  # the prepared rows' column of per-row specs (a JSON string), read by the reward functions
 MATH_SOURCES = ("gsm8k", "math")  # open-instruct `dataset` values (and their prefixes) whose ground truth is math's
-SCHEMA_SQL_COLUMNS = ("schema_sql", "create_statements", "context", "schema")  # a row's CREATE TABLE statements
+SCHEMA_SQL_COLUMNS = ("schema_sql", "sql_context", "create_statements", "context", "schema")  # CREATE TABLE ...
+GOLD_SQL_COLUMNS = ("SQL", "query", "gt_sql")  # BIRD's, Spider's, NeMo-Gym bird_sql's
 # Where a shape's rows keep the prompt, when the column named by --prompt_column is absent: a chat or a text.
 PROMPT_COLUMNS = ("responses_create_params", "messages", "prompt", "question", "problem")
 
@@ -71,7 +74,7 @@ def bird_specs(row: Mapping[str, Any]) -> Specs:
     ...             "SQL": "SELECT COUNT(*) FROM schools", "difficulty": "simple"})
     {'sql': {'gold_sql': 'SELECT COUNT(*) FROM schools', 'db': 'california_schools'}}
     """
-    gold = row.get("SQL") if row.get("SQL") is not None else row.get("query")
+    gold = next((row[name] for name in GOLD_SQL_COLUMNS if row.get(name) is not None), None)
     if not isinstance(gold, str) or not gold.strip():
         return {}
     schema = next((row[name] for name in SCHEMA_SQL_COLUMNS if _is_schema_sql(row.get(name))), None)
@@ -119,6 +122,13 @@ SHAPES: dict[str, Callable[[Mapping[str, Any]], Specs]] = {
     "json_schema": json_schema_specs,
 }
 DATASET_SHAPES = ("auto", "none", *SHAPES)  # --dataset_shape's values
+# The component a shape's rows are graded by, for the default system prompt (open-instruct's rows are mixed).
+SHAPE_COMPONENTS = {
+    "ifeval": "instructions",
+    "bird": "sql",
+    "reasoning_gym": "procedural",
+    "json_schema": "json_schema",
+}
 
 
 def detect_shape(columns: Sequence[str]) -> str | None:
@@ -134,7 +144,7 @@ def detect_shape(columns: Sequence[str]) -> str | None:
         return "ifeval"
     if "ground_truth" in present:
         return "open_instruct"
-    if "db_id" in present and present & {"SQL", "query"}:
+    if "db_id" in present and present & set(GOLD_SQL_COLUMNS):
         return "bird"
     if {"question", "answer", "metadata"} <= present:
         return "reasoning_gym"

@@ -5,7 +5,10 @@ answers.
 
 What a trainer sends as its label picks the components: a string (or a number) is the gold answer of the
 components named by the URL's `components` (default math); an object, or a JSON string of one, is the item's
-component specs (`{"math": {"gold": "72"}, "format": {}}`). Extra keys are fixed per URL, whatever the label asks
+component specs (`{"math": {"gold": "72"}, "format": {}}`). Instruction-following ground truths in the datasets'
+own shapes are `instructions` specs (`domain_labels`): a label that is open-instruct's ground-truth string
+(`[{'instruction_id': [...], 'kwargs': [...]}]`), and a NeMo-Gym `/verify` body with `verifier_metadata` (or
+`instruction_id_list` at its top level) and no `verifier`. Extra keys are fixed per URL, whatever the label asks
 for, because the trainers build their metric columns from the first sample's keys.
 """
 
@@ -20,6 +23,12 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from verifier_service.domain_labels import (
+    LabelError,
+    is_open_instruct_label,
+    nemo_gym_instructions,
+    open_instruct_instructions,
+)
 from verifier_service.problems import MAX_ERRORS, describe
 from verifier_service.schema import COMPONENTS, WEIGHT_LIMIT, ItemResult, ScoreItem
 
@@ -261,9 +270,44 @@ def score_item(completion: str, label: Any, config: CompatConfig, where: str) ->
     return _validated(fields, lambda loc, described: "?weights" if not loc or loc[0] == "weights" else where)
 
 
+def nemo_gym_label(body: NeMoGymVerifyRequest) -> tuple[Any, str]:
+    """What a NeMo-Gym `/verify` body is scored against, and where it is in the body: `verifier` (specs), else the
+    row's instruction list (`verifier_metadata`, or `instruction_id_list` at the top level: NeMo-Gym's
+    instruction-following rows) as an `instructions` spec, else `expected_answer` (a gold)."""
+    if body.verifier is not None:
+        return body.verifier, "verifier"
+    row = body.model_extra or {}
+    if isinstance(row.get("verifier_metadata"), dict) or "instruction_id_list" in row:
+        where = "verifier_metadata" if isinstance(row.get("verifier_metadata"), dict) else "instruction_id_list"
+        try:
+            spec = nemo_gym_instructions(row)
+        except LabelError as exc:
+            raise invalid(where, str(exc)) from None
+        if spec is not None:
+            return {"instructions": spec}, where
+    return body.expected_answer, "expected_answer"
+
+
+def label_specs(label: Any, where: str) -> dict[str, Any] | None:
+    """The component specs a label holds (an object, its JSON, or open-instruct's instruction ground truth); None for
+    a gold answer. A label in one of these shapes that cannot be read is `Invalid` at `where`.
+
+    >>> label_specs("[{'instruction_id': ['punctuation:no_comma'], 'kwargs': [None]}]", "label")
+    {'instructions': {'instruction_ids': ['punctuation:no_comma'], 'kwargs': [None]}}
+    >>> label_specs("72", "label") is None
+    True
+    """
+    return _spec(label, where)
+
+
 def _spec(label: Any, where: str) -> dict[str, Any] | None:
     if isinstance(label, dict):
         return label
+    if is_open_instruct_label(label):
+        try:
+            return {"instructions": open_instruct_instructions(label)}
+        except LabelError as exc:
+            raise invalid(where, str(exc)) from None
     if isinstance(label, str) and label.lstrip().startswith('{"'):  # JSON; never a LaTeX gold such as {1, 2}
         try:
             spec = json.loads(label)

@@ -2,8 +2,10 @@
 
 verl passes the `ground_truth` of its dataset's `reward_model` column, OpenRLHF a `label`, slime `sample.label`,
 NeMo-RL `metadata["ground_truth"]`. What it holds depends on the dataset: a math answer (`"72"`, `"\\frac{1}{2}"`),
-the item's specs themselves (`{"math": {"gold": "72"}, "format": {}}`), or a code dataset's tests (a list of tests,
-or APPS/TACO/PRIME's `{"inputs": [...], "outputs": [...], "fn_name": ...}`), often as a JSON string.
+the item's specs themselves (`{"math": {"gold": "72"}, "format": {}}`), a code dataset's tests (a list of tests,
+or APPS/TACO/PRIME's `{"inputs": [...], "outputs": [...], "fn_name": ...}`), often as a JSON string, or an
+instruction-following ground truth: open-instruct's Python-literal string (`[{'instruction_id': [...], ...}]`) or an
+IFEval / NeMo-Gym `{"instruction_id_list": [...], "kwargs": [...]}`, both read as an `instructions` spec.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from trainer_client.inputs import answer_gold, choice_gold, code_tests, gold_text
+from verifier_service.domain_labels import is_open_instruct_label, nemo_gym_instructions, open_instruct_instructions
 from verifier_service.schema import COMPONENTS, PRIMARIES, ScoreItem
 
 # What a ground-truth dict may hold to be taken as the item's own specs: every field of an item except the text.
@@ -99,6 +102,8 @@ def specs_from_ground_truth(ground_truth: Any, component: str) -> dict[str, Any]
     'stdio'
     """
     value = json_object(plain(ground_truth))
+    if is_open_instruct_label(value):
+        return {"instructions": open_instruct_instructions(value)}
     if isinstance(value, dict):
         return _specs_from_dict(value, component)
     if component == "code":
@@ -119,6 +124,9 @@ def _specs_from_dict(value: dict[str, Any], component: str) -> dict[str, Any]:
         return value
     if {"inputs", "outputs", "fn_name", "tests"} & set(value):
         return {"code": code_fields(value)}
+    instructions = nemo_gym_instructions(value)
+    if instructions is not None:
+        return {"instructions": instructions}
     if component == "answer" and "target" in value:
         gold = answer_gold(value["target"])
         if gold is None:
