@@ -30,7 +30,7 @@ from verifier_service.domain_labels import (
     open_instruct_instructions,
 )
 from verifier_service.problems import MAX_ERRORS, describe
-from verifier_service.schema import COMPONENTS, WEIGHT_LIMIT, ItemResult, ScoreItem
+from verifier_service.schema import COMPONENTS, PRIMARIES, SPECS, WEIGHT_LIMIT, GatedSpec, ItemResult, ScoreItem
 
 # End-of-turn, end-of-text and padding tokens of the common chat templates (Qwen, Llama 2/3, Mistral, Phi-3, Gemma,
 # DeepSeek, gpt-oss): what OpenRLHF's decoded queries end in. Both ways OpenRLHF calls the verifier strip them: the
@@ -46,8 +46,17 @@ QUERY_WITHOUT_PROMPT = (
     "does not hold its prompt (OpenRLHF decodes the prompt and the response together), so its response cannot be "
     "told apart from it"
 )
-GOLD_COMPONENTS = ("math", "choice", "answer")  # a gold label is their `gold`
-PLAIN_COMPONENTS = ("format", "repetition")  # need no options
+# From the schema, so that a new component falls in its place: a gold label is the `gold` of the correctness
+# components that have one (math, choice, answer); a URL may name the others that need no options (format,
+# repetition), but not a gated one, nor one with required fields (their specs come as the label).
+GOLD_COMPONENTS = tuple(name for name in PRIMARIES if "gold" in SPECS[name].model_fields)
+PLAIN_COMPONENTS = tuple(
+    name
+    for name, spec in SPECS.items()
+    if name not in PRIMARIES
+    and not issubclass(spec, GatedSpec)
+    and not any(field.is_required() for field in spec.model_fields.values())
+)
 JUDGED = "verifier_judged"  # 1.0, or 0.0 when the reward is a fallback (or NeMo's masked 0.0)
 STRIP_WINDOW = 4096  # special tokens are stripped from this many final characters at most
 SPEC_OR_GOLD = "a gold answer (a string or a number), or component specs (an object, or a JSON string of one)"
