@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainer_client.domains import (
+    PROMPT_COLUMNS,
     SHAPE_COMPONENTS,
     SHAPES,
     SPEC_COLUMN,
@@ -315,8 +316,8 @@ def check_columns(
     its spec from the row (given its `options`) has none to take."""
     with_specs = shape is not None or columns.spec is not None
     needed = [("spec", columns.spec)] if columns.spec is not None else []
-    if not with_specs or columns.prompt in present or shape is None:
-        needed += [("prompt", columns.prompt)]
+    if not with_specs or shape is None or not set(PROMPT_COLUMNS) & set(present):
+        needed += [("prompt", columns.prompt)]  # a shape's rows may keep their prompt elsewhere (shape_prompt)
     if not with_specs:
         needed += [("solution", columns.solution)] if set(GOLDS) & set(components) else []
         needed += [("tests", columns.tests)] if "code" in components else []

@@ -167,8 +167,8 @@ class _RewardBase(Generic[ClientT]):
 
 
 class VerifierReward(_RewardBase[VerifierClient]):
-    """A TRL reward function that scores `components` (one of "math", "code", "choice", "answer", "format",
-    "overlong", "length", "repetition", or several) with the verifier.
+    """A TRL reward function that scores `components` (one name of `verifier_service.schema.COMPONENTS`: "math",
+    "code", "choice", "answer", "format", "overlong", "length", "repetition", ..., or several) with the verifier.
 
     With one component the reward is that component's score; with several, their weighted sum (`weights`,
     default 1.0 each). The gold answer comes from dataset column `gold_column`, code tests from `tests_column`.
