@@ -208,11 +208,23 @@ def check_request(
 
 
 def _from_row(error: Any, options: Mapping[str, Mapping[str, Any]]) -> bool:
-    """A missing field that a row brings (no placeholder stands in for it): not the options' fault."""
+    """An error that the fields a row brings would prevent (no placeholder stands in for them), not the options'
+    fault: one of those fields missing, or a check of the whole spec (a before-validator: after-validators do not
+    run while a field is missing) that the options alone cannot pass.
+
+    >>> _from_row({"loc": ("overlong", "max_tokens"), "type": "missing"}, {}), _from_row(
+    ...     {"loc": ("overlong", "max_tokens"), "type": "missing"}, {"overlong": {"unit": "chars"}})
+    (True, True)
+    >>> _from_row({"loc": ("overlong", "unit"), "type": "literal_error"}, {})  # a wrong option stays an error
+    False
+    """
     loc = tuple(str(part) for part in error["loc"])
-    if error["type"] != "missing" or len(loc) != 2 or loc[0] not in SPECS or loc[0] in PLACEHOLDER_ROWS:
+    if not loc or loc[0] not in SPECS or loc[0] in PLACEHOLDER_ROWS:
         return False
-    return loc[1] in row_fields(loc[0], options.get(loc[0], {}))
+    from_rows = row_fields(loc[0], options.get(loc[0], {}))
+    if len(loc) == 1:
+        return bool(from_rows)
+    return error["type"] == "missing" and len(loc) == 2 and loc[1] in from_rows
 
 
 def template_item(

@@ -67,6 +67,12 @@ def test_a_component_that_needs_each_rows_spec_and_gets_none_fails_before_traini
                      columns=Columns(prompt="question"))  # fmt: skip
     with pytest.raises(ValueError, match="overlong needs the option 'max_tokens', or a dataset column of per-row"):
         VerifierReward("overlong")
+    # with a spec column, the fields the rows bring are not asked of the options, but a wrong option still fails
+    assert VerifierReward("overlong", spec_column=SPEC_COLUMN, buffer_tokens=4).spec.options == {
+        "overlong": {"buffer_tokens": 4}
+    }
+    with pytest.raises(ValueError, match=r"overlong\.unit: Input should be 'tokens' or 'chars'"):
+        VerifierReward("overlong", spec_column=SPEC_COLUMN, unit="bytes")
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> str:
