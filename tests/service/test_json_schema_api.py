@@ -1,0 +1,101 @@
+"""The json_schema component through a real server: a GRPO group sharing one schema, each item its own verdict in
+order; a schema breaking a rule is a 422 naming the field and quoting nothing; the catalogue lists it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from tests.conftest import Server
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string"},
+        "population": {"type": "integer", "minimum": 0},
+        "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+    },
+    "required": ["city", "population"],
+    "additionalProperties": False,
+}
+GOOD = {"city": "Lyon", "population": 522_250, "tags": ["rhone", "silk"]}
+
+
+def post(server: Server, items: list[dict[str, Any]]) -> httpx.Response:
+    return httpx.post(f"{server.url}/v1/score", json={"items": items}, timeout=60)
+
+
+def test_a_group_sharing_one_schema_gets_a_verdict_per_item_in_order(server: Server) -> None:
+    completions = {
+        "bare": (json.dumps(GOOD), "valid"),
+        "fenced": (f"<think>Lyon, about half a million.</think>\n```json\n{json.dumps(GOOD, indent=2)}\n```", "valid"),
+        "missing": ('{"city": "Lyon"}', "invalid"),
+        "extra": (json.dumps({**GOOD, "mayor": "x"}), "invalid"),
+        "negative": (json.dumps({**GOOD, "population": -1}), "invalid"),
+        "repeated tag": (json.dumps({**GOOD, "tags": ["a", "a"]}), "invalid"),
+        "prose": ("Lyon has about 522,250 people.", "no_json"),
+        "unfinished": ('```json\n{"city": "Lyon",\n```', "no_json"),
+    }
+    items = [
+        {"id": name, "completion": text, "json_schema": {"schema": SCHEMA}} for name, (text, _) in completions.items()
+    ]
+    response = post(server, items)
+    assert response.status_code == 200, response.text
+    results = response.json()["results"]
+    assert [r["id"] for r in results] == list(completions)
+    for result, (_, verdict) in zip(results, completions.values(), strict=True):
+        component = result["components"]["json_schema"]
+        assert component["verdict"] == verdict, (result["id"], component)
+        assert result["reward"] == component["score"] == (1.0 if verdict == "valid" else 0.0)
+    assert results[4]["components"]["json_schema"]["detail"] == "at $.population: breaks minimum 0"
+
+
+def test_a_pattern_that_runs_away_is_null_not_a_stall(server: Server) -> None:
+    schema = {"type": "string", "pattern": "^(a|aa)+$"}
+    items = [
+        {"completion": json.dumps("a" * 5000 + "!"), "json_schema": {"schema": schema}},
+        {"completion": json.dumps("aaaa"), "json_schema": {"schema": schema}},
+    ]
+    response = post(server, items)
+    assert response.status_code == 200, response.text
+    [bomb, fine] = response.json()["results"]
+    assert (bomb["reward"], bomb["components"]["json_schema"]["verdict"]) == (None, "timeout")
+    assert fine["components"]["json_schema"]["verdict"] == "valid"
+
+
+def test_a_schema_breaking_a_rule_is_a_422_that_names_the_field(server: Server) -> None:
+    for schema in ({"$ref": "https://schemas.example.com/city.json"}, {"type": "citty"}, {"pattern": "(x"}):
+        items = [
+            {"completion": "{}", "json_schema": {"schema": SCHEMA}},
+            {"completion": "{}", "json_schema": {"schema": schema}},
+        ]
+        response = post(server, items)
+        assert response.status_code == 422, response.text
+        [error] = response.json()["errors"]
+        assert error["loc"] == "items.1.json_schema.schema"
+        assert "schema" in error["msg"]
+        assert "example.com" not in response.text and "citty" not in response.text and "(x" not in response.text
+
+
+def test_strict_and_weights_and_the_catalogue(server: Server) -> None:
+    loose = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    items = [
+        {"completion": "{}", "json_schema": {"schema": loose}},
+        {"completion": "{}", "json_schema": {"schema": loose, "strict": True}},
+        {
+            "completion": '{"a": 1}',
+            "json_schema": {"schema": loose, "strict": True},
+            "format": {},
+            "weights": {"json_schema": 2.0},
+        },
+    ]
+    response = post(server, items)
+    assert response.status_code == 200, response.text
+    verdicts = [r["components"]["json_schema"]["verdict"] for r in response.json()["results"]]
+    assert verdicts == ["valid", "invalid", "valid"]
+    catalogue = httpx.get(f"{server.url}/v1/components", timeout=10).json()["components"]["json_schema"]
+    assert catalogue["role"] == "primary"
+    assert set(catalogue["options"]) == {"schema", "strict", "think_tag"} and catalogue["options"]["schema"]["required"]
+    assert catalogue["null_verdicts"][0] == "timeout"
