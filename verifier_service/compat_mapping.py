@@ -102,6 +102,33 @@ class NeMoGymVerifyRequest(BaseModel):
     response: dict[str, Any] = Field(..., description="An OpenAI Responses object; its message output text is scored.")
     verifier: Any = Field(None, description="Component specs (an object, or a JSON string of one); wins over the gold.")
     expected_answer: Any = Field(None, description="The gold answer (a string or a number).")
+    schema_str: Any = Field(
+        None,
+        description="A structured_outputs row's JSON Schema, as a JSON string: scored by json_schema with strict "
+        "(NeMo-Gym's reading) when there is no verifier spec; only its schema_type json.",
+    )
+
+
+def nemo_gym_label(body: NeMoGymVerifyRequest) -> tuple[Any, str]:
+    """The label of a Gym row and where a problem with it is located: its verifier spec, else the schema of a
+    structured_outputs row (`schema_str`, its text answers: NeMo-Gym scores tool-call arguments and other formats
+    too, which json_schema does not), else its expected answer."""
+    if body.verifier is not None:
+        return body.verifier, "verifier"
+    if body.schema_str is None:
+        return body.expected_answer, "expected_answer"
+    row = body.model_extra or {}
+    if row.get("schema_type", "json") != "json":
+        raise invalid("schema_type", "json: the only structured output json_schema reads")
+    if row.get("response_mode", "text") not in ("text", None):
+        raise invalid("response_mode", "text: json_schema reads the response's message text, not tool calls")
+    try:
+        schema = json.loads(body.schema_str) if isinstance(body.schema_str, str) else None
+    except (ValueError, RecursionError):
+        schema = None
+    if not isinstance(schema, dict):
+        raise invalid("schema_str", "a JSON Schema written as a JSON string of an object")
+    return {"json_schema": {"schema": schema, "strict": True}}, "schema_str"
 
 
 @dataclass(frozen=True)

@@ -99,3 +99,45 @@ def test_strict_and_weights_and_the_catalogue(server: Server) -> None:
     assert catalogue["role"] == "primary"
     assert set(catalogue["options"]) == {"schema", "strict", "think_tag"} and catalogue["options"]["schema"]["required"]
     assert catalogue["null_verdicts"][0] == "timeout"
+
+
+# The trainers' routes
+
+
+def test_an_openrlhf_label_of_json_schema_specs_is_scored(server: Server) -> None:
+    prompt = "<|im_start|>user\nLyon as JSON<|im_end|>\n<|im_start|>assistant\n"
+    label = {"json_schema": {"schema": SCHEMA}}
+    for response, reward in ((json.dumps(GOOD), 1.0), ('{"city": 1}', 0.0)):
+        for sent in (label, json.dumps(label)):
+            body = {"query": [prompt + response + "<|im_end|>"], "prompts": [prompt], "labels": [sent]}
+            answer = httpx.post(f"{server.url}/v1/compat/openrlhf", json=body, timeout=60)
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["rewards"] == [reward]
+
+
+def gym_row(text: str, **row: Any) -> dict[str, Any]:
+    message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+    return {"responses_create_params": {"input": []}, "response": {"output": [message]}, **row}
+
+
+def test_a_nemo_gym_structured_outputs_row_is_scored_as_nemo_gym_reads_it(server: Server) -> None:
+    """Its `schema_str`, strictified: a property the schema lists but does not require is still required."""
+    loose = json.dumps(
+        {"type": "object", "properties": {"city": {"type": "string"}, "population": {"type": "integer"}}}
+    )
+    url = f"{server.url}/v1/compat/nemo-gym/verify"
+    for text, reward in (('{"city": "Lyon", "population": 1}', 1.0), ('{"city": "Lyon"}', 0.0), ("Lyon", 0.0)):
+        body = gym_row(text, schema_str=loose, schema_type="json", problem_type="direct")
+        answer = httpx.post(url, json=body, timeout=60)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["reward"] == reward and answer.json()["schema_str"] == loose  # the row is echoed
+    for row, loc in (
+        ({"schema_str": loose, "schema_type": "yaml"}, "schema_type"),
+        ({"schema_str": loose, "response_mode": "tool_call"}, "response_mode"),
+        ({"schema_str": "{not json"}, "schema_str"),
+        ({"schema_str": json.dumps({"$ref": "https://example.com/s.json"})}, "schema_str.json_schema.schema"),
+    ):
+        answer = httpx.post(url, json=gym_row("{}", **row), timeout=60)
+        assert answer.status_code == 422, answer.text
+        assert [error["loc"] for error in answer.json()["errors"]] == [loc]
+        assert "example.com" not in answer.text
