@@ -9,7 +9,8 @@ MMLU-Pro (`question`/`answer`/`options`) files load without renaming:
 - solution: for math, a GSM8K solution becomes the number on its `#### N` line; anything else (a MATH solution
   with its `\\boxed{}` answer, a bare answer) is sent as is: the verifier reads the boxed answer of a gold solution
   itself. For choice, a letter, a list of letters, or a 0-based option index (MMLU's), which becomes its letter.
-  For answer, the answer or a list of aliases;
+  For answer, the answer or a list of aliases. For json_schema, the schema (an object, or its JSON string), kept as
+  JSON text;
 - options: for choice, a list of option texts in letter order; listed under a text prompt (`A. ...`), since the
   question itself does not name them;
 - tests: a list of tests, or its JSON string, as `inputs.code_tests` reads them (MBPP's list of assert strings
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainer_client.gsm8k import HUB_ID, SYSTEM_PROMPT, gold_answer
-from trainer_client.inputs import GOLD_READERS, LETTERS, code_tests, gold_text, option_texts
+from trainer_client.inputs import GOLD_READERS, LETTERS, code_tests, gold_text, json_schema_gold, option_texts
 
 if TYPE_CHECKING:
     from datasets import DatasetDict
@@ -47,6 +48,10 @@ ANSWER_SYSTEM_PROMPT = (
     "the closing </think> tag, give the final answer, as short as possible, inside <answer> </answer> tags, for "
     "example: <answer>Paris</answer>."
 )
+JSON_SYSTEM_PROMPT = (
+    "You are a careful assistant. First think step by step inside <think> </think> tags. After the closing </think> "
+    "tag, give your answer as one JSON value, valid under the schema the request gives, in one ```json block."
+)
 
 
 @dataclass(frozen=True)
@@ -66,14 +71,17 @@ class Columns:
 
 def system_prompt_for(components: Sequence[str]) -> str:
     """The default system prompt, after the task the rewards check: math (also with no correctness component at
-    all), else code, else multiple choice, else a short answer.
+    all), else code, else multiple choice, else a short answer, else JSON under a schema.
 
     >>> system_prompt_for(["code", "format"]) == CODE_SYSTEM_PROMPT, system_prompt_for(["math"]) == SYSTEM_PROMPT
     (True, True)
     >>> system_prompt_for(["choice", "length"]) == CHOICE_SYSTEM_PROMPT
     True
     """
-    prompts = {"code": CODE_SYSTEM_PROMPT, "choice": CHOICE_SYSTEM_PROMPT, "answer": ANSWER_SYSTEM_PROMPT}
+    prompts = {
+        "code": CODE_SYSTEM_PROMPT, "choice": CHOICE_SYSTEM_PROMPT, "answer": ANSWER_SYSTEM_PROMPT,
+        "json_schema": JSON_SYSTEM_PROMPT,
+    }  # fmt: skip
     if "math" in components:
         return MATH_SYSTEM_PROMPT
     return next((prompts[name] for name in prompts if name in components), MATH_SYSTEM_PROMPT)
@@ -134,8 +142,19 @@ def with_tests(prompt: str, asserts: Sequence[str]) -> str:
     return f"{prompt.rstrip()} Your code should pass these tests:\n" + "\n".join(asserts)
 
 
-# How each correctness component's gold is kept; the first rewarded one decides (a run rewards one of them).
-GOLDS: dict[str, Callable[[Any], Any]] = {**GOLD_READERS, "math": gold}  # a GSM8K solution's '#### N' is its gold
+def schema_text(value: Any) -> str | None:
+    """A json_schema row's schema as JSON text: Arrow keeps one column type for all rows, and schemas differ in shape.
+
+    >>> schema_text({"type": "integer"}), schema_text('{"type": "integer"}'), schema_text(None)
+    ('{"type": "integer"}', '{"type": "integer"}', None)
+    """
+    schema = json_schema_gold(value)
+    return None if schema is None else json.dumps(schema)
+
+
+# How each correctness component's gold is kept; the first rewarded one decides (a run rewards one of them). A GSM8K
+# solution's '#### N' is math's gold; json_schema's schema is kept as JSON text.
+GOLDS: dict[str, Callable[[Any], Any]] = {**GOLD_READERS, "math": gold, "json_schema": schema_text}
 
 
 def with_options(prompt: str, options: Sequence[str]) -> str:

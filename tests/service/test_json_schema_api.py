@@ -7,8 +7,11 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.conftest import Server
+from trainer_client import VerifierReward
+from trainer_client.data import JSON_SYSTEM_PROMPT, Columns, system_prompt_for, to_row
 
 SCHEMA = {
     "type": "object",
@@ -141,3 +144,21 @@ def test_a_nemo_gym_structured_outputs_row_is_scored_as_nemo_gym_reads_it(server
         assert answer.status_code == 422, answer.text
         assert [error["loc"] for error in answer.json()["errors"]] == [loc]
         assert "example.com" not in answer.text
+
+
+# The trainer side
+
+
+def test_the_trl_reward_reads_the_schema_from_the_gold_column(server: Server) -> None:
+    """A dataset keeps the schema in its gold column, as an object or a JSON string (`to_row` makes it text, since
+    Arrow keeps one type per column); the reward sends it as json_schema's schema."""
+    rows = [{"question": "Lyon as JSON", "answer": SCHEMA}, {"question": "Lyon again", "answer": json.dumps(SCHEMA)}]
+    prepared = [to_row(row, columns=Columns(), components=["json_schema"], system_prompt="") for row in rows]
+    assert [json.loads(row["solution"]) for row in prepared] == [SCHEMA, SCHEMA]
+    assert system_prompt_for(["json_schema", "format"]) == JSON_SYSTEM_PROMPT
+    reward = VerifierReward("json_schema", base_url=server.url)
+    completions = [f"<think>ok</think>```json\n{json.dumps(GOOD)}\n```", '{"city": 5}', "no JSON", "{}"]
+    solutions = [prepared[0]["solution"], prepared[1]["solution"], SCHEMA, None]  # no schema: not sent
+    assert reward(prompts=["Q"] * 4, completions=completions, solution=solutions) == [1.0, 0.0, 0.0, None]
+    with pytest.raises(ValueError, match="dataset column 'solution'"):
+        reward(prompts=["Q"], completions=["{}"], solution=["[1, 2]"])
