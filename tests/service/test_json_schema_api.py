@@ -162,3 +162,13 @@ def test_the_trl_reward_reads_the_schema_from_the_gold_column(server: Server) ->
     assert reward(prompts=["Q"] * 4, completions=completions, solution=solutions) == [1.0, 0.0, 0.0, None]
     with pytest.raises(ValueError, match="dataset column 'solution'"):
         reward(prompts=["Q"], completions=["{}"], solution=["[1, 2]"])
+
+
+def test_a_large_batch_is_scored_in_the_workers_alike(server: Server) -> None:
+    """64 items or more go to the worker pool in chunks (scoring/texts.TextTask): the specs travel pickled, and each
+    worker checks the schema and builds its validator once."""
+    texts = [json.dumps({**GOOD, "population": n}) if n % 3 else '{"city": 1}' for n in range(96)]
+    response = post(server, [{"completion": text, "json_schema": {"schema": SCHEMA}} for text in texts])
+    assert response.status_code == 200, response.text
+    rewards = [result["reward"] for result in response.json()["results"]]
+    assert rewards == [1.0 if n % 3 else 0.0 for n in range(96)]
