@@ -111,12 +111,63 @@ def problem(text: str) -> str | None:
     # A local reference to nothing would fail every answer at validation: the schema's fault, said now.
     root = referencing.jsonschema.specification_with(str(cls.META_SCHEMA["$schema"])).create_resource(schema)
     resolver = _registry().resolver_with_root(root)
+    targets: dict[str, Any] = {}
     for ref in refs:
         try:
-            resolver.lookup(ref)
+            targets[ref] = resolver.lookup(ref).contents
         except referencing.exceptions.Unresolvable:
             return "schema has a $ref to a place it does not have"
+    if _loops(schema, targets):
+        return "schema has $refs that loop without reading any deeper into the answer"
     return None
+
+
+_IN_PLACE = ("allOf", "anyOf", "oneOf")  # lists of schemas applied to the same value
+_IN_PLACE_ONE = ("not", "if", "then", "else")
+
+
+def _loops(schema: dict[str, Any], targets: dict[str, Any]) -> bool:
+    """Whether following `$ref`s and the keywords that apply a schema to the same value (allOf, not, if, ...) can
+    come back to where it started: jsonschema would recurse on any answer until the stack runs out. A reference
+    reached through `properties` or `items` reads one level deeper into the answer each time, which ends."""
+
+    def next_to(node: dict[str, Any]) -> list[dict[str, Any]]:
+        found = [targets[ref]] if isinstance(ref := node.get("$ref"), str) and ref in targets else []
+        for key in _IN_PLACE:
+            found += [each for each in node.get(key, ()) if isinstance(each, dict)]
+        found += [each for key in _IN_PLACE_ONE if isinstance(each := node.get(key), dict)]
+        return [each for each in found if isinstance(each, dict)]
+
+    state: dict[int, int] = {}  # id of a schema -> 1 while on the path, 2 when done
+    for start in _subschemas(schema):
+        if id(start) in state:
+            continue
+        path: list[tuple[dict[str, Any], Iterator[dict[str, Any]]]] = [(start, iter(next_to(start)))]
+        state[id(start)] = 1
+        while path:
+            node, children = path[-1]
+            child = next(children, None)
+            if child is None:
+                state[id(node)] = 2
+                path.pop()
+            elif state.get(id(child)) == 1:
+                return True
+            elif id(child) not in state:
+                state[id(child)] = 1
+                path.append((child, iter(next_to(child))))
+    return False
+
+
+def _subschemas(schema: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every dict in the schema (a superset of its subschemas; at most MAX_DEPTH deep, checked before)."""
+    stack: list[Any] = [schema]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            yield value
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
 
 
 def _registry() -> referencing.Registry[Any]:
