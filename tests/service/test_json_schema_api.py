@@ -162,6 +162,11 @@ def test_the_trl_reward_reads_the_schema_from_the_gold_column(server: Server) ->
     assert reward(prompts=["Q"] * 4, completions=completions, solution=solutions) == [1.0, 0.0, 0.0, None]
     with pytest.raises(ValueError, match="dataset column 'solution'"):
         reward(prompts=["Q"], completions=["{}"], solution=["[1, 2]"])
+    loose = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    strict = VerifierReward("json_schema", base_url=server.url, strict=True)  # an option, checked when made
+    assert strict(prompts=["Q"] * 2, completions=["{}", '{"a": 1}'], solution=[loose, loose]) == [0.0, 1.0]
+    with pytest.raises(ValueError, match="stritc"):
+        VerifierReward("json_schema", base_url=server.url, stritc=True)
 
 
 def test_a_large_batch_is_scored_in_the_workers_alike(server: Server) -> None:
