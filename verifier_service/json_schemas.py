@@ -1,26 +1,21 @@
-"""JSON Schemas sent in requests (the `json_schema` component): the rules a schema must pass to be accepted, and the
-validator each accepted schema gets, which fetches nothing and cannot be held up by the answer it checks.
+"""JSON Schemas sent in requests (the `json_schema` component): the rules a schema must pass to be accepted.
 
 A schema is refused (422, `problem`) when it is not valid under its draft's metaschema, names a draft other than
 4, 6, 7, 2019-09 or 2020-12 (default 2020-12), refers to anything outside itself (a `$ref`, `$dynamicRef` or
 `$recursiveRef` not starting with `#`, or an `$id` below the root, which would make a sub-schema a resource of its
 own), nests deeper than 64 levels or takes more than 64 KB as JSON, or has a `pattern` / `patternProperties` key
-that is longer than 1000 characters or does not compile. Its validator (`validator`) resolves references in an
-empty registry whose retrieval raises (nothing is ever fetched), matches patterns with the `regex` package under a
-deadline, checks `uniqueItems` in linear time (jsonschema's own is quadratic on unhashable items), and checks the
-deadline before every keyword. Formats are annotations, as JSON Schema 2020-12 says by default: not asserted.
+that is longer than 1000 characters or does not compile, or has `$ref`s that loop in place. The validator an
+accepted schema gets is in scoring/json_validation.py.
 
-The check and the validator are cached by the schema's canonical JSON, so the items of a GRPO group sharing one
-schema check it once. This module imports nothing of the project (schema.py imports it).
+The check is cached by the schema's canonical JSON, so the items of a GRPO group sharing one schema check it once.
+This module imports nothing of the project (schema.py imports it).
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import time
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
+from collections.abc import Iterator
 from typing import Any
 
 import jsonschema
@@ -28,7 +23,6 @@ import referencing
 import referencing.exceptions
 import referencing.jsonschema
 import regex
-from jsonschema import ValidationError
 from jsonschema.protocols import Validator
 
 MAX_DEPTH = 64  # levels of a schema, and of an answer's JSON
@@ -45,12 +39,6 @@ _REFS = ("$ref", "$dynamicRef", "$recursiveRef")
 _VALUES = ("const", "enum", "default", "examples")  # keywords whose values are data, not schemas
 # Keywords whose values map names to schemas: their keys are names, their values schemas (read as keywords again).
 _NAMED = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
-# When the validation of the answer now running must end (time.monotonic()); set by `validate` around each call.
-_DEADLINE: ContextVar[float] = ContextVar("json_schema_deadline", default=float("inf"))
-
-
-class Overrun(BaseException):
-    """The validation of one answer passed its deadline."""
 
 
 def canonical(schema: Any) -> str:
@@ -101,16 +89,16 @@ def problem(text: str) -> str | None:
     found = _scan(schema, refs)
     if found is not None:
         return found
-    cls = _draft(schema)
+    cls = draft(schema)
     if cls is None:
         return "schema's $schema names a draft other than 4, 6, 7, 2019-09 and 2020-12"
     try:
         cls.check_schema(schema)
     except jsonschema.SchemaError as exc:
-        return f"schema is not a valid JSON Schema (the {exc.validator!r} keyword at {_where(exc.absolute_path)})"
+        return f"schema is not a valid JSON Schema (the {exc.validator!r} rule at {_where(exc.absolute_path, cls)})"
     # A local reference to nothing would fail every answer at validation: the schema's fault, said now.
     root = referencing.jsonschema.specification_with(str(cls.META_SCHEMA["$schema"])).create_resource(schema)
-    resolver = _registry().resolver_with_root(root)
+    resolver = registry().resolver_with_root(root)
     targets: dict[str, Any] = {}
     for ref in refs:
         try:
@@ -170,16 +158,23 @@ def _subschemas(schema: dict[str, Any]) -> Iterator[dict[str, Any]]:
             stack.extend(value)
 
 
-def _registry() -> referencing.Registry[Any]:
+def registry() -> referencing.Registry[Any]:
     """An empty registry whose retrieval raises: a reference to anything outside the schema resolves to nothing."""
     return referencing.Registry(retrieve=_refuse)  # type: ignore[call-arg]
 
 
-def _where(path: Any) -> str:
-    return "/".join(str(part)[:40] for part in list(path)[:8]) or "the root"
+def _where(path: Any, cls: type[Validator]) -> str:
+    """Where in the schema, by its keywords and indexes; the schema's own names (of properties, of $defs) as `*`.
+
+    >>> _where(["properties", "secret name", "type"], jsonschema.Draft202012Validator)
+    'properties/*/type'
+    """
+    parts = list(path)
+    shown = [str(p) if isinstance(p, int) or p in cls.VALIDATORS or p in _NAMED else "*" for p in parts[:8]]
+    return "/".join(shown) + ("/..." if len(parts) > 8 else "") or "the root"
 
 
-def _draft(schema: dict[str, Any]) -> type[Validator] | None:
+def draft(schema: dict[str, Any]) -> type[Validator] | None:
     uri = schema.get("$schema")
     if uri is None:
         return jsonschema.Draft202012Validator
@@ -226,151 +221,16 @@ def _pattern_problem(pattern: str) -> str | None:
     if len(pattern) > MAX_PATTERN:
         return f"schema has a pattern longer than {MAX_PATTERN} characters"
     try:
-        _compiled(pattern)
+        compiled(pattern)
     except (regex.error, ValueError, OverflowError):
         return "schema has a pattern that does not compile"
     return None
 
 
 @functools.lru_cache(maxsize=4096)
-def _compiled(pattern: str) -> Any:
+def compiled(pattern: str) -> Any:
     return regex.compile(pattern)
-
-
-def _search(pattern: str, text: str) -> bool:
-    """Whether the pattern matches somewhere in the text, within the deadline (Overrun past it)."""
-    left = _DEADLINE.get() - time.monotonic()
-    if left <= 0:
-        raise Overrun
-    try:
-        return _compiled(pattern).search(text, timeout=min(left, 3600.0)) is not None
-    except TimeoutError:
-        raise Overrun from None
-
-
-# --- Keywords that jsonschema implements with `re` or in quadratic time, redone -----------------------------------
-
-
-def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "string") and not _search(pattern, instance):
-        yield ValidationError("does not match the schema's pattern")
-
-
-def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
-    if not validator.is_type(instance, "object"):
-        return
-    for pattern, subschema in patterns.items():
-        for key, value in instance.items():
-            if _search(pattern, key):
-                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
-
-
-def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator[Any]:
-    if not validator.is_type(instance, "object"):
-        return
-    properties, patterns = schema.get("properties", {}), schema.get("patternProperties", {})
-    extras = [
-        key for key in instance if key not in properties and not any(_search(pattern, key) for pattern in patterns)
-    ]
-    if validator.is_type(additional, "object"):
-        for extra in extras:
-            yield from validator.descend(instance[extra], additional, path=extra)
-    elif not additional and extras:
-        yield ValidationError(f"{len(extras)} propert{'y' if len(extras) == 1 else 'ies'} the schema does not allow")
-
-
-def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if unique and validator.is_type(instance, "array"):
-        seen: set[str] = set()
-        for item in instance:
-            key = json.dumps(_comparable(item), sort_keys=True)
-            if key in seen:
-                yield ValidationError("has non-unique elements")
-                return
-            seen.add(key)
-
-
-def _comparable(value: Any) -> Any:
-    """The value with integral floats as ints: JSON Schema's equality has 1 == 1.0 (and true != 1, which JSON keeps)."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, list):
-        return [_comparable(each) for each in value]
-    if isinstance(value, dict):
-        return {key: _comparable(each) for key, each in value.items()}
-    return value
-
-
-def _unevaluated(original: Callable[..., Iterator[Any]]) -> Callable[..., Iterator[Any]]:
-    """jsonschema's unevaluatedProperties matches patternProperties with `re`, which no deadline stops: the keys are
-    first matched against every pattern of the object's schema here, under the deadline, so a pattern that would
-    run away on one of them gives an Overrun instead (the regex and re engines backtrack alike)."""
-
-    def unevaluated(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
-        if validator.is_type(instance, "object"):
-            for pattern in _patterns_in(json.dumps(schema, sort_keys=True)):
-                for key in instance:
-                    _search(pattern, key)
-        yield from original(validator, value, instance, schema)
-
-    return unevaluated
-
-
-@functools.lru_cache(maxsize=1024)
-def _patterns_in(text: str) -> tuple[str, ...]:
-    found: list[str] = []
-    stack = [json.loads(text)]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            found.extend(value.get("patternProperties", {}) if isinstance(value.get("patternProperties"), dict) else ())
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)
-    return tuple(found)
-
-
-def _on_time(keyword: Callable[..., Iterator[Any]]) -> Callable[..., Iterator[Any]]:
-    def checked(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
-        if time.monotonic() > _DEADLINE.get():
-            raise Overrun
-        return keyword(validator, value, instance, schema)
-
-    return checked
-
-
-def _bounded(cls: type[Validator]) -> type[Validator]:
-    keywords = dict(cls.VALIDATORS)
-    keywords.update(pattern=_pattern, patternProperties=_pattern_properties, uniqueItems=_unique_items)
-    keywords["additionalProperties"] = _additional_properties
-    if "unevaluatedProperties" in keywords:
-        keywords["unevaluatedProperties"] = _unevaluated(keywords["unevaluatedProperties"])
-    timed = {name: _on_time(keyword) for name, keyword in keywords.items()}
-    bounded: type[Validator] = jsonschema.validators.extend(cls, validators=timed)
-    return bounded
-
-
-_BOUNDED = {cls: _bounded(cls) for cls in DRAFTS.values()}
 
 
 def _refuse(uri: str) -> referencing.Resource[Any]:
     raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]
-
-
-@functools.lru_cache(maxsize=256)
-def validator(text: str) -> Validator:
-    """The validator of a usable schema (canonical JSON): references resolve within the schema (and the drafts'
-    metaschemas, which jsonschema ships) and nothing is ever retrieved."""
-    schema = json.loads(text)
-    cls = _draft(schema) or jsonschema.Draft202012Validator
-    return _BOUNDED[cls](schema, registry=_registry())
-
-
-def first_error(checker: Validator, instance: Any, deadline: float) -> ValidationError | None:
-    """The first way the instance breaks the schema, None when it is valid; Overrun when the deadline
-    (time.monotonic()) passes first."""
-    token = _DEADLINE.set(deadline)
-    try:
-        return next(iter(checker.iter_errors(instance)), None)
-    finally:
-        _DEADLINE.reset(token)

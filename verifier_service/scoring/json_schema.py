@@ -7,7 +7,7 @@ and the detail names the first error's path (`at $.items[2].price: ...`) without
 deeper than 64 levels is `invalid` (the schema's depth is capped alike, and jsonschema recurses once per level). A
 validation that runs past its deadline (a pattern that backtracks without end on the answer) is `timeout` (null):
 the verifier could not judge, which is not the model's fault. The schema's rules and its validator are in
-verifier_service/json_schemas.py.
+verifier_service/json_schemas.py, its validator in scoring/json_validation.py.
 
 >>> spec = JsonSchemaSpec(schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
 >>> [score(ScoreItem(completion=c, json_schema=spec), spec).verdict for c in (
@@ -25,6 +25,7 @@ from jsonschema import ValidationError
 
 from verifier_service import json_schemas
 from verifier_service.schema import ComponentResult, JsonSchemaSpec, ScoreItem, Verdict
+from verifier_service.scoring import json_validation
 from verifier_service.scoring.code import fenced_blocks
 from verifier_service.scoring.extract import final_answer_region
 from verifier_service.scoring.text import result
@@ -47,10 +48,9 @@ def score(item: ScoreItem, spec: JsonSchemaSpec) -> ComponentResult:
         return result(0.0, Verdict.NO_JSON, f"The {why} is not JSON.", extracted)
     if _deeper_than(value, json_schemas.MAX_DEPTH):
         return result(0.0, Verdict.INVALID, f"The JSON nests deeper than {json_schemas.MAX_DEPTH} levels.", extracted)
-    checker = json_schemas.validator(spec.text())
     try:
-        error = json_schemas.first_error(checker, value, time.monotonic() + TIMEOUT_S)
-    except json_schemas.Overrun:
+        error = json_validation.first_error(spec.text(), value, time.monotonic() + TIMEOUT_S)
+    except json_validation.Overrun:
         return result(None, Verdict.TIMEOUT, f"Validation ran past {TIMEOUT_S:g} s.", extracted)
     if error is None:
         return result(1.0, Verdict.VALID, None, extracted)
