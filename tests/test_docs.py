@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ELSEWHERE = {
     "trl/rewards/accuracy_rewards.py",  # huggingface/trl, in bench/README.md
     "tests/test_all.py",  # huggingface/Math-Verify, in tests/data/README.md
+    "resources_servers/structured_outputs/tests/test_app.py",  # NVIDIA-NeMo/Gym, in tests/data/README.md
     "bench/results/",  # git-ignored: where the benchmarks write their JSON
     "main.py",  # the program's file, written inside the sandbox for each test (sandbox/README.md)
 }

@@ -9,7 +9,8 @@ MMLU-Pro (`question`/`answer`/`options`) files load without renaming:
 - solution: for math, a GSM8K solution becomes the number on its `#### N` line; anything else (a MATH solution
   with its `\\boxed{}` answer, a bare answer) is sent as is: the verifier reads the boxed answer of a gold solution
   itself. For choice, a letter, a list of letters, or a 0-based option index (MMLU's), which becomes its letter.
-  For answer, the answer or a list of aliases;
+  For answer, the answer or a list of aliases. For json_schema, the schema (an object, or its JSON string), kept as
+  JSON text;
 - options: for choice, a list of option texts in letter order; listed under a text prompt (`A. ...`), since the
   question itself does not name them;
 - tests: a list of tests, or its JSON string, as `inputs.code_tests` reads them (MBPP's list of assert strings
@@ -43,7 +44,7 @@ from trainer_client.domains import (
     shape_specs,
 )
 from trainer_client.gsm8k import HUB_ID, SYSTEM_PROMPT, gold_answer
-from trainer_client.inputs import GOLD_READERS, LETTERS, code_tests, gold_text, option_texts
+from trainer_client.inputs import GOLD_READERS, LETTERS, code_tests, gold_text, json_schema_gold, option_texts
 from trainer_client.options import ROW_FIELDS, row_fields
 
 if TYPE_CHECKING:
@@ -80,8 +81,8 @@ SQL_SYSTEM_PROMPT = (
     "After the closing </think> tag, write the SQL query in one fenced code block (```sql ... ```)."
 )
 JSON_SYSTEM_PROMPT = (
-    "First think through the task step by step inside <think> </think> tags. After the closing </think> tag, write "
-    "the JSON value in one fenced code block (```json ... ```)."
+    "You are a careful assistant. First think step by step inside <think> </think> tags. After the closing </think> "
+    "tag, give your answer as one JSON value, valid under the schema the request gives, in one ```json block."
 )
 # The default system prompt of each task, the first rewarded one deciding (math: none of these, or math itself).
 TASK_PROMPTS = {
@@ -176,8 +177,19 @@ def with_tests(prompt: str, asserts: Sequence[str]) -> str:
     return f"{prompt.rstrip()} Your code should pass these tests:\n" + "\n".join(asserts)
 
 
-# How each correctness component's gold is kept; the first rewarded one decides (a run rewards one of them).
-GOLDS: dict[str, Callable[[Any], Any]] = {**GOLD_READERS, "math": gold}  # a GSM8K solution's '#### N' is its gold
+def schema_text(value: Any) -> str | None:
+    """A json_schema row's schema as JSON text: Arrow keeps one column type for all rows, and schemas differ in shape.
+
+    >>> schema_text({"type": "integer"}), schema_text('{"type": "integer"}'), schema_text(None)
+    ('{"type": "integer"}', '{"type": "integer"}', None)
+    """
+    schema = json_schema_gold(value)
+    return None if schema is None else json.dumps(schema)
+
+
+# How each correctness component's gold is kept; the first rewarded one decides (a run rewards one of them). A GSM8K
+# solution's '#### N' is math's gold; json_schema's schema is kept as JSON text.
+GOLDS: dict[str, Callable[[Any], Any]] = {**GOLD_READERS, "math": gold, "json_schema": schema_text}
 
 
 def with_options(prompt: str, options: Sequence[str]) -> str:

@@ -30,6 +30,7 @@ ROW_FIELDS: dict[str, tuple[str, ...]] = {
     "code": ("tests",),
     "choice": ("gold", "options"),
     "answer": ("gold",),
+    "json_schema": ("schema",),
 }
 # Valid row fields, to check options without a dataset (and for the training script's pre-flight item, whose completion
 # answers 1 and prints 1).
@@ -38,6 +39,7 @@ PLACEHOLDER_ROWS: dict[str, dict[str, Any]] = {
     "code": {"tests": [{"type": "stdio", "stdout": "1"}]},
     "choice": {"gold": "A", "options": ["1", "2"]},
     "answer": {"gold": "1"},
+    "json_schema": {"schema": {"type": "integer"}},
 }
 
 Options = dict[str, dict[str, Any]]  # component -> option name -> value
@@ -61,11 +63,10 @@ def check_components(components: Sequence[str]) -> None:
     """A ValueError naming the first name that is not a component, with the closest real one: a typo fails here, before
     anything looks a name up or sends it.
 
-    >>> check_components(["math", "fromat"])
+    >>> check_components(["math", "fromat"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: unknown component 'fromat'; did you mean 'format'? Components: math, code, choice, answer, format, \
-overlong, length, repetition, language
+    ValueError: unknown component 'fromat'; did you mean 'format'? Components: math, code, choice, answer, ...
     """
     for name in components:
         if name not in SPECS:
@@ -84,7 +85,8 @@ def option_names(component: str) -> list[str]:
     >>> option_names("overlong")
     ['max_tokens', 'buffer_tokens', 'penalty', 'on_truncated', 'unit']
     """
-    return [name for name in SPECS[component].model_fields if name not in ROW_FIELDS.get(component, ())]
+    names = [field.alias or name for name, field in SPECS[component].model_fields.items()]
+    return [name for name in names if name not in ROW_FIELDS.get(component, ())]
 
 
 def gather_options(

@@ -89,7 +89,8 @@ class VerifierScriptArguments:
         metadata={
             "help": "Column of the gold answers. For math: a GSM8K solution ('#### N'), a MATH solution (its "
             "\\boxed{} answer counts), or a bare answer; for choice: the letter (or a list of letters, or a 0-based "
-            "option index, as MMLU's answer); for answer: the answer or a list of aliases."
+            "option index, as MMLU's answer); for answer: the answer or a list of aliases; for json_schema: the "
+            "JSON Schema (an object or its JSON string, as NeMo-Gym's schema_str)."
         },
     )
     tests_column: str = field(

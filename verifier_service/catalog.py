@@ -36,7 +36,7 @@ class ComponentsResponse(BaseModel):
 
 def describe(spec: type[ComponentSpec], verdicts: tuple[Verdict, ...]) -> ComponentInfo:
     options = {
-        name: OptionInfo(
+        field.alias or name: OptionInfo(
             required=field.is_required(),
             default=None if field.is_required() else field.get_default(call_default_factory=True),
             description=field.description,

@@ -1,7 +1,8 @@
 """The wire contract of the verifier, v1 (DESIGN.md section 3).
 
 This module is the one place the request and response shapes are defined: the service validates with these
-models and the trainer client builds and parses with them. It imports pydantic and nothing else of the project.
+models and the trainer client builds and parses with them. It imports pydantic and nothing else of the project but
+`json_schemas` (the rules a json_schema spec's schema must pass, which import nothing of it).
 """
 
 from __future__ import annotations
@@ -24,14 +25,19 @@ from pydantic import (
     StrictInt,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from verifier_service import json_schemas
+
 API_VERSION = "v1"
 # Every component, in the order results list them. A component is a spec model below (a `ComponentSpec`), a field
 # of `ScoreItem` and a scorer in `verifier_service.components`.
-ComponentName = Literal["math", "code", "choice", "answer", "format", "overlong", "length", "repetition", "language"]
+ComponentName = Literal[
+    "math", "code", "choice", "answer", "json_schema", "format", "overlong", "length", "repetition", "language"
+]  # fmt: skip
 COMPONENTS: tuple[str, ...] = get_args(ComponentName)
 WEIGHT_LIMIT = 1e6  # |weight| at most this: a weighted sum of component scores can never overflow to inf
 
@@ -88,6 +94,10 @@ class Verdict(StrEnum):
     MIXED = "mixed"  # some
     OTHER_LANGUAGE = "other_language"  # none
     NO_TEXT = "no_text"  # cannot judge: the scope has no words at all
+    # json_schema (with timeout)
+    VALID = "valid"
+    INVALID = "invalid"  # the answer is JSON that breaks the schema
+    NO_JSON = "no_json"  # no JSON value in the answer
 
 
 TEST_VERDICTS = ("passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit")
@@ -281,7 +291,7 @@ _LettersInput = str | _Index | list[str | _Index]
 
 
 Role = Literal["primary", "shaping"]
-PrimaryName = Literal["math", "code", "choice", "answer"]  # the components that judge correctness
+PrimaryName = Literal["math", "code", "choice", "answer", "json_schema"]  # the components that judge correctness
 
 
 class ComponentSpec(_Strict):
@@ -606,6 +616,45 @@ class AnswerSpec(ComponentSpec):
         return gold
 
 
+class JsonSchemaSpec(ComponentSpec):
+    """Structured output: 1 when the answer (its one ```json block, else its one fenced block with no language, else
+    the whole text after the reasoning) is a JSON value valid under `schema`, else 0 (`invalid`, naming the first
+    error's path; `no_json`). References resolve only within the schema: nothing is ever fetched. Formats are not
+    asserted (annotations, as JSON Schema 2020-12 says). A validation that runs past 1 s is `timeout` (null)."""
+
+    model_config = ConfigDict(serialize_by_alias=True, validate_by_alias=True, validate_by_name=True)
+    role = "primary"
+    verdicts = (Verdict.VALID, Verdict.INVALID, Verdict.NO_JSON, Verdict.TIMEOUT)
+    null_verdicts = (Verdict.TIMEOUT,)
+
+    strict: StrictBool = Field(
+        False,
+        description="Require every listed property and allow no others, in every object of the schema (OpenAI's "
+        "strict mode; NeMo-Gym's structured_outputs always does this).",
+    )
+    # `schema` is a (deprecated) BaseModel method, so the attribute has another name; requests say `schema`.
+    schema_: dict[str, Any] = Field(
+        ...,
+        alias="schema",
+        description="A JSON Schema (draft 2020-12 unless its $schema names draft 4, 6, 7 or 2019-09). Refused: a "
+        "schema its metaschema rejects, a $ref not starting with '#', an $id below the root, more than 64 levels "
+        "or 64 KB, a pattern over 1000 characters or one that does not compile.",
+    )
+    think_tag: str = _think_tag()
+
+    @field_validator("schema_")
+    @classmethod
+    def _usable_schema(cls, schema: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        found = json_schemas.problem(json_schemas.effective(schema, info.data.get("strict", False)))
+        if found is not None:
+            raise ValueError(found)
+        return schema
+
+    def text(self) -> str:
+        """The canonical JSON of the schema answers are checked against (strictified when `strict`)."""
+        return json_schemas.effective(self.schema_, self.strict)
+
+
 class OverlongSpec(ComponentSpec):
     """DAPO's soft overlong punishment: 0 up to `max_tokens - buffer_tokens`, then falling linearly to `-penalty` at
     `max_tokens`; `-penalty` beyond it and for a truncated completion. Not gated on correctness."""
@@ -778,6 +827,7 @@ class ScoreItem(_Strict):
     code: CodeSpec | None = None
     choice: ChoiceSpec | None = None
     answer: AnswerSpec | None = None
+    json_schema: JsonSchemaSpec | None = None
     format: FormatOptions | None = None
     overlong: OverlongSpec | None = None
     length: LengthSpec | None = None
