@@ -15,6 +15,10 @@ MMLU-Pro (`question`/`answer`/`options`) files load without renaming:
 - tests: a list of tests, or its JSON string, as `inputs.code_tests` reads them (MBPP's list of assert strings
   included); a HumanEval `check(candidate)` string becomes an assert test when the row has an `entry_point`. MBPP's
   asserts are also appended to its text prompt, as MBPP's own prompt does: its task text names no function.
+- sql: BIRD (`question`/`SQL`/`db_id`/`evidence`) and Spider (`question`/`query`/`db_id`) rows become an `sql` spec
+  in `solution` (a JSON string, `sql_row_spec`): the gold query, and the row's own schema (`schema_sql` or `schema`)
+  or else its `db_id` as the name of a database the verifier lists (VERIFIER_SQL_DATABASES). BIRD's evidence and
+  the row's schema follow the question in a text prompt.
 """
 
 from __future__ import annotations
@@ -42,6 +46,13 @@ CHOICE_SYSTEM_PROMPT = (
     "the closing </think> tag, give the letter of the correct option in \\boxed{}, for example: The answer is "
     "\\boxed{B}."
 )
+SQL_SYSTEM_PROMPT = (
+    "You are a careful SQL expert. First think through the question step by step inside <think> </think> tags. "
+    "After the closing </think> tag, write one SQLite query that answers it, as one fenced code block (```sql ... "
+    "```)."
+)
+SQL_GOLD_COLUMNS = ("SQL", "query", "gold_sql")  # BIRD's, Spider's, ours: read when `Columns.solution` is absent
+SQL_SCHEMA_COLUMNS = ("schema_sql", "schema")
 ANSWER_SYSTEM_PROMPT = (
     "You are a careful expert. First think through the question step by step inside <think> </think> tags. After "
     "the closing </think> tag, give the final answer, as short as possible, inside <answer> </answer> tags, for "
@@ -73,7 +84,8 @@ def system_prompt_for(components: Sequence[str]) -> str:
     >>> system_prompt_for(["choice", "length"]) == CHOICE_SYSTEM_PROMPT
     True
     """
-    prompts = {"code": CODE_SYSTEM_PROMPT, "choice": CHOICE_SYSTEM_PROMPT, "answer": ANSWER_SYSTEM_PROMPT}
+    prompts = {"code": CODE_SYSTEM_PROMPT, "sql": SQL_SYSTEM_PROMPT, "choice": CHOICE_SYSTEM_PROMPT,
+               "answer": ANSWER_SYSTEM_PROMPT}  # fmt: skip
     if "math" in components:
         return MATH_SYSTEM_PROMPT
     return next((prompts[name] for name in prompts if name in components), MATH_SYSTEM_PROMPT)
@@ -138,6 +150,45 @@ def with_tests(prompt: str, asserts: Sequence[str]) -> str:
 GOLDS: dict[str, Callable[[Any], Any]] = {**GOLD_READERS, "math": gold}  # a GSM8K solution's '#### N' is its gold
 
 
+def sql_row_spec(example: Mapping[str, Any], gold_column: str = "answer") -> dict[str, Any]:
+    """A BIRD or Spider row's `sql` spec: its gold query (`gold_column`, else BIRD's `SQL`, Spider's `query`), on
+    the row's own schema when it has one, else on the verifier's database named by its `db_id`.
+
+    >>> sql_row_spec({"question": "How many?", "SQL": "SELECT count(*) FROM t", "db_id": "shop"})
+    {'gold_sql': 'SELECT count(*) FROM t', 'db': 'shop'}
+    >>> sql_row_spec({"query": "SELECT 1", "db_id": "x", "schema": "CREATE TABLE t (a);"})
+    {'gold_sql': 'SELECT 1', 'schema_sql': 'CREATE TABLE t (a);'}
+    """
+    name = next((c for c in (gold_column, *SQL_GOLD_COLUMNS) if c in example), None)
+    if name is None or not isinstance(example[name], str) or not example[name].strip():
+        raise ValueError(f"no gold query: the row has no {gold_column!r}, {', '.join(map(repr, SQL_GOLD_COLUMNS))}")
+    schema = next((example[c] for c in SQL_SCHEMA_COLUMNS if isinstance(example.get(c), str) and example[c]), None)
+    if schema is not None:
+        return {"gold_sql": example[name], "schema_sql": schema}
+    if not isinstance(example.get("db_id"), str):
+        raise ValueError("the row has neither a schema (schema_sql, schema) nor a db_id naming a database")
+    return {"gold_sql": example[name], "db": example["db_id"]}
+
+
+def with_sql_context(prompt: str, example: Mapping[str, Any]) -> str:
+    """A text question followed by BIRD's evidence (its hint) and the row's schema, when it has them.
+
+    >>> print(with_sql_context("How many?", {"evidence": "t holds the orders", "schema": "CREATE TABLE t (a);"}))
+    How many?
+    <BLANKLINE>
+    Evidence: t holds the orders
+    <BLANKLINE>
+    Schema:
+    CREATE TABLE t (a);
+    """
+    evidence = example.get("evidence")
+    schema = next((example[c] for c in SQL_SCHEMA_COLUMNS if isinstance(example.get(c), str) and example[c]), None)
+    parts = [prompt.rstrip()]
+    parts += [f"Evidence: {evidence}"] if isinstance(evidence, str) and evidence.strip() else []
+    parts += [f"Schema:\n{schema}"] if schema else []
+    return "\n\n".join(parts)
+
+
 def with_options(prompt: str, options: Sequence[str]) -> str:
     """A multiple-choice question followed by its options, one lettered line each, as MMLU's prompts list them.
 
@@ -174,7 +225,14 @@ def to_row(
     if "choice" in components and columns.options:
         options = option_texts(example[columns.options], columns.options)
         prompt = with_options(prompt, options) if options and options_in_prompt and isinstance(prompt, str) else prompt
+    if "sql" in components and isinstance(prompt, str):
+        prompt = with_sql_context(prompt, example)
     row: dict[str, Any] = {"prompt": chat_prompt(prompt, system_prompt)}
+    if "sql" in components:  # the whole spec, as the sql reward reads it from `solution`
+        try:
+            row["solution"] = json.dumps(sql_row_spec(example, columns.solution))
+        except ValueError as exc:
+            raise ValueError(f"row {index}: {exc}") from None
     reader = next((read for name, read in GOLDS.items() if name in components), None)
     if reader is not None:
         try:
@@ -236,6 +294,8 @@ def check_columns(present: Sequence[str], columns: Columns, components: Sequence
     """A clear error, naming the flag that fixes it, for a column the run needs and the dataset lacks."""
     needed = [("prompt", columns.prompt)]
     needed += [("solution", columns.solution)] if set(GOLDS) & set(components) else []
+    if "sql" in components and columns.solution not in present:  # BIRD's and Spider's gold columns are found
+        needed += [] if set(SQL_GOLD_COLUMNS) & set(present) else [("solution", columns.solution)]
     needed += [("tests", columns.tests)] if "code" in components else []
     needed += [("options", columns.options)] if "choice" in components and columns.options else []
     for role, name in needed:

@@ -12,11 +12,11 @@ from pydantic import ValidationError
 
 # How a chat completion becomes the text graded, and a number the text of a gold, are the schema's: the one definition
 # that /v1/score, the trainer routes and the adapters use too.
-from verifier_service.schema import CodeSpec, completion_text, number_text, option_letter, valid_unicode
+from verifier_service.schema import CodeSpec, SqlSpec, completion_text, number_text, option_letter, valid_unicode
 
 __all__ = [
     "GOLD_READERS", "LETTERS", "answer_gold", "choice_gold", "code_spec", "code_tests", "column", "completion_text",
-    "gold_text", "not_json_tests", "option_texts", "valid_unicode",
+    "gold_text", "not_json_tests", "option_texts", "sql_spec", "valid_unicode",
 ]  # fmt: skip
 
 
@@ -120,6 +120,32 @@ def code_spec(
     except ValidationError as exc:  # described by field and rule, never with the row's values
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'tests'}: {e['msg']}" for e in exc.errors())
         raise ValueError(f"malformed code tests in dataset column {column!r}: {problems}") from None
+
+
+def sql_spec(value: Any, *, options: Mapping[str, Any] | None = None, column: str = "solution") -> SqlSpec | None:
+    """A row's `sql` spec (a dict or its JSON string: gold_sql, and schema_sql or db, as `data.sql_row_spec` writes
+    it) with the reward's sql `options` (compare, timeout_s, ...); None when the row has none. A malformed value
+    raises ValueError naming the column and the field, never the value.
+
+    >>> sql_spec('{"gold_sql": "SELECT 1", "db": "shop"}', options={"compare": "multiset"}).compare
+    'multiset'
+    """
+    if isinstance(value, str):
+        if not value.strip():
+            return None
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise ValueError(f"dataset column {column!r} holds no sql spec (not JSON)") from None
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ValueError(f"dataset column {column!r} holds no sql spec (a JSON object)")
+    try:
+        return SqlSpec.model_validate({**(options or {}), **value})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'sql'}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"malformed sql spec in dataset column {column!r}: {problems}") from None
 
 
 def code_tests(value: Any, *, column: str = "tests", entry_point: str | None = None) -> Any:

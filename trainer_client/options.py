@@ -38,6 +38,7 @@ PLACEHOLDER_ROWS: dict[str, dict[str, Any]] = {
     "code": {"tests": [{"type": "stdio", "stdout": "1"}]},
     "choice": {"gold": "A", "options": ["1", "2"]},
     "answer": {"gold": "1"},
+    "sql": {"schema_sql": "", "gold_sql": "SELECT 1"},
 }
 
 Options = dict[str, dict[str, Any]]  # component -> option name -> value
@@ -51,7 +52,7 @@ def check_components(components: Sequence[str]) -> None:
     Traceback (most recent call last):
     ...
     ValueError: unknown component 'fromat'; did you mean 'format'? Components: math, code, choice, answer, format, \
-overlong, length, repetition
+overlong, length, repetition, sql
     """
     for name in components:
         if name not in SPECS:

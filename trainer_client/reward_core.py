@@ -19,7 +19,7 @@ from trainer_client.errors import (
     VerifierRequestError,
     VerifierUnavailableError,
 )
-from trainer_client.inputs import GOLD_READERS, code_spec, column, completion_text, option_texts
+from trainer_client.inputs import GOLD_READERS, code_spec, column, completion_text, option_texts, sql_spec
 from trainer_client.metrics import row_verdicts, verdict_metrics
 from trainer_client.options import Options, check_request, correctness_component, describe
 from trainer_client.tokens import StopTokens, length_fields
@@ -113,7 +113,7 @@ class RewardCore:
     def _columns(self) -> list[str]:
         """The dataset columns the sent components read."""
         spec, sent = self.spec, self.spec.sent
-        needed = [spec.gold_column] if set(sent) & set(GOLD_READERS) else []
+        needed = [spec.gold_column] if set(sent) & {*GOLD_READERS, "sql"} else []
         needed += [spec.tests_column] if "code" in sent else []
         needed += [spec.options_column] if "choice" in sent and spec.options_column else []
         return needed
@@ -128,6 +128,11 @@ class RewardCore:
             entry_point = entry_points[row] if entry_points else None
             value = data[spec.tests_column][row]
             return code_spec(value, options=options, column=spec.tests_column, entry_point=entry_point)
+        if name == "sql":  # the gold column holds the whole spec: the query, and the schema or database it runs on
+            try:
+                return sql_spec(data[spec.gold_column][row], options=options, column=spec.gold_column)
+            except ValueError as exc:
+                raise ValueError(f"{spec.name}: row of completion {row}: {exc}") from None
         if name not in GOLD_READERS:
             return options
         try:

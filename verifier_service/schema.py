@@ -31,9 +31,7 @@ from pydantic import (
 API_VERSION = "v1"
 # Every component, in the order results list them. A component is a spec model below (a `ComponentSpec`), a field
 # of `ScoreItem` and a scorer in `verifier_service.components`.
-ComponentName = Literal[
-    "math", "code", "choice", "answer", "sql", "format", "overlong", "length", "repetition"
-]  # fmt: skip
+ComponentName = Literal["math", "code", "choice", "answer", "format", "overlong", "length", "repetition", "sql"]
 COMPONENTS: tuple[str, ...] = get_args(ComponentName)
 WEIGHT_LIMIT = 1e6  # |weight| at most this: a weighted sum of component scores can never overflow to inf
 
