@@ -258,3 +258,13 @@ def test_gold_rows_are_cached_per_worker() -> None:
     sql._GOLD.pop((schema, "SELECT x FROM t"), None)
     run("SELECT 1", schema_sql=schema)
     assert sql._GOLD[(schema, "SELECT x FROM t")] == [(1,), (2,), (3,), (3,)]
+
+
+def test_every_item_of_a_schema_gets_the_same_fresh_copy_the_first_included() -> None:
+    """A schema is built once per worker and each item queries its own copy: what is outside the main database (a
+    temp table) is in no copy, for the first item as for the later ones."""
+    schema = "CREATE TEMP TABLE scratch (a); INSERT INTO scratch VALUES (1); CREATE TABLE kept (a); " \
+             "INSERT INTO kept VALUES (2);"  # fmt: skip
+    for _ in range(2):
+        assert run("SELECT a FROM scratch", gold="SELECT a FROM kept", schema_sql=schema)[1] == "pred_error"
+        assert run("SELECT 2", gold="SELECT a FROM kept", schema_sql=schema)[1] == "match"
