@@ -367,7 +367,7 @@ def check_item(reward: Any) -> ScoreItem:
     take it (the API key, the options, and code scoring when code is rewarded, which a math-only verifier refuses)
     before anything heavy loads. It is right for every correctness component, and short."""
     spec = reward.spec
-    completion = "<think>a check</think>The answer is \\boxed{1}.\n```python\nprint(1)\n```"
+    completion = "<think>a check</think>The answer is \\boxed{1}.\n```python\nprint(1)\n```\n```sql\nSELECT 1\n```"
     item = template_item(spec.sent, spec.options, spec.item_weights, spec.allow_order_inversion, completion)
     return item.model_copy(update={"completion_tokens": 8, "truncated": False})
 

@@ -260,6 +260,12 @@ def test_gold_rows_are_cached_per_worker() -> None:
     assert sql._GOLD[(schema, "SELECT x FROM t")] == [(1,), (2,), (3,), (3,)]
 
 
+@pytest.mark.parametrize("schema", ["", "-- nothing", "CREATE TABLE t (x);"])
+def test_an_empty_database_serves_queries_that_need_no_table(schema: str) -> None:
+    for _ in range(2):  # built, then from the worker's cache
+        assert run("SELECT 1 + 1", gold="SELECT 2", schema_sql=schema)[:2] == (1.0, "match")
+
+
 def test_every_item_of_a_schema_gets_the_same_fresh_copy_the_first_included() -> None:
     """A schema is built once per worker and each item queries its own copy: what is outside the main database (a
     temp table) is in no copy, for the first item as for the later ones."""

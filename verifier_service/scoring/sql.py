@@ -215,7 +215,7 @@ class SqlTask:
         image = _IMAGES.get(schema_sql)
         if image is None:
             built = self._build(schema_sql)
-            if isinstance(built, sqlite3.Connection):  # this Python cannot copy a database: each item builds its own
+            if isinstance(built, sqlite3.Connection):  # no image: each item builds its own
                 return built
             image = _IMAGES[schema_sql] = built
             if len(_IMAGES) > IMAGE_CACHE_SIZE:
@@ -236,12 +236,12 @@ class SqlTask:
             raise _SchemaFailed(type(exc).__name__) from exc
         connection.set_progress_handler(None, 0)
         connection.set_authorizer(None)
-        if not hasattr(connection, "serialize"):
-            return connection
         try:
-            return connection.serialize()
-        finally:
-            connection.close()
+            image = connection.serialize()
+        except (AttributeError, sqlite3.Error):  # a Python that cannot copy, or an empty database (no page to copy)
+            return connection
+        connection.close()
+        return image
 
     def run(self) -> ComponentResult:
         try:
