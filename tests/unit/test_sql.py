@@ -18,7 +18,8 @@ from verifier_service.runtime import check_sql_databases, item_problem
 from verifier_service.schema import ScoreItem, SqlSpec
 from verifier_service.scoring import POOLED
 from verifier_service.scoring.pooled import Resources
-from verifier_service.scoring.sql import MAX_ROWS, SqlComponent, SqlTask, extract_sql, rows_match
+from verifier_service.scoring.sql import MAX_ROWS, SqlComponent, SqlTask, extract_sql
+from verifier_service.scoring.sql_compare import rows_match
 from verifier_service.settings import VerifierSettings
 
 PEERS = Path(__file__).resolve().parents[1] / "data" / "sql" / "peers.jsonl"

@@ -19,7 +19,6 @@ copy of.
 from __future__ import annotations
 
 import collections
-import math
 import sqlite3
 import time
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from verifier_service.schema import ComponentResult, ScoreItem, SqlCompare, SqlS
 from verifier_service.scoring.code import fenced_blocks
 from verifier_service.scoring.extract import final_answer_region
 from verifier_service.scoring.pooled import WorkerComponent
+from verifier_service.scoring.sql_compare import rows_match
 
 SQL_LANGS = {"sql", "sqlite"}
 MAX_ROWS = 100_000  # rows a query may return; a predicted query past it is a mismatch, a gold one gold_error
@@ -39,6 +39,7 @@ MAX_VALUE_BYTES = 1_000_000  # the longest string or blob a query may build (zer
 MAX_RESULT_BYTES = 256_000_000  # the text and blobs of a result at most, counted as they are fetched
 PROGRESS_OPS = 1_000  # SQLite VM steps between deadline checks
 GOLD_CACHE_SIZE = 256
+GOLD_CACHE_ROWS = 10_000  # golds of more rows are not cached
 IMAGE_CACHE_SIZE = 32  # built databases kept per worker (a 1 MB schema makes an image of a few MB)
 _READ_ACTIONS = frozenset({sqlite3.SQLITE_READ, sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE})
 
@@ -54,61 +55,6 @@ def extract_sql(completion: str, think_tag: str = "think") -> str | None:
         return None
     blocks = [code for lang, code in fenced_blocks(region) if lang.lower() in SQL_LANGS]
     return blocks[-1] if blocks and blocks[-1].strip() else None
-
-
-# --- Comparing rows -----------------------------------------------------------------------------------------------
-
-
-def normal_value(value: Any) -> Any:
-    """A value as it is compared: an integral float as an int (1.0 == 1, as SQLite itself compares them)."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    return value
-
-
-def _sort_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Orders rows of mixed types (SQLite's own order: NULL, numbers, text, blobs)."""
-    return tuple(
-        (0, 0)
-        if v is None
-        else (1, float(v))
-        if isinstance(v, int | float)
-        else (2, v)
-        if isinstance(v, str)
-        else (3, v)
-        for v in row
-    )
-
-
-def _values_close(a: Any, b: Any, tol: float) -> bool:
-    if isinstance(a, int | float) and isinstance(b, int | float) and not (isinstance(a, int) and isinstance(b, int)):
-        return math.isclose(a, b, rel_tol=tol, abs_tol=tol)
-    return type(a) is type(b) and a == b
-
-
-def rows_match(gold: list[tuple[Any, ...]], pred: list[tuple[Any, ...]], compare: SqlCompare, tol: float) -> bool:
-    """Whether the predicted rows are the gold ones under `compare` (column names are never seen). Exact equality of
-    the normalised rows first; failing that, with a tolerance, rows sorted (unless ordered) and paired one to one,
-    numbers within `tol` relatively or absolutely (math.isclose)."""
-    gold = [tuple(map(normal_value, row)) for row in gold]
-    pred = [tuple(map(normal_value, row)) for row in pred]
-    if compare == "set":
-        gold, pred = list(dict.fromkeys(gold)), list(dict.fromkeys(pred))
-        if set(gold) == set(pred):
-            return True
-    elif compare == "multiset":
-        if collections.Counter(gold) == collections.Counter(pred):
-            return True
-    elif gold == pred:
-        return True
-    if tol == 0 or len(gold) != len(pred):
-        return False
-    if compare != "ordered":
-        gold, pred = sorted(gold, key=_sort_key), sorted(pred, key=_sort_key)
-    return all(
-        len(g) == len(p) and all(_values_close(a, b, tol) for a, b in zip(g, p, strict=True))
-        for g, p in zip(gold, pred, strict=True)
-    )
 
 
 # --- Running queries (in a worker) --------------------------------------------------------------------------------
@@ -278,9 +224,10 @@ class SqlTask:
             )
         except (sqlite3.Error, sqlite3.Warning) as exc:
             return _result(None, Verdict.GOLD_ERROR, f"the gold query failed ({type(exc).__name__})")
-        _GOLD[key] = rows
-        if len(_GOLD) > GOLD_CACHE_SIZE:
-            _GOLD.popitem(last=False)
+        if len(rows) <= GOLD_CACHE_ROWS:  # a gold of many rows is recomputed rather than held by every worker
+            _GOLD[key] = rows
+            if len(_GOLD) > GOLD_CACHE_SIZE:
+                _GOLD.popitem(last=False)
         return rows
 
     def _judge(
