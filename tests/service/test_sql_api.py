@@ -112,3 +112,15 @@ def test_a_database_that_is_not_its_pinned_file_stops_the_server_starting(tmp_pa
     settings: dict[str, Any] = {"code_enabled": "false", "math_workers": 1, "sql_databases": json.dumps(pinned)}
     with pytest.raises(RuntimeError, match="does not have the sha256"), running_server(tmp_path, **settings):
         pass
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_trainer_route_takes_an_sql_label(sql_server: Server, as_json: bool) -> None:
+    """slime's body, its label the item's specs (a JSON string as datasets store it, or the object)."""
+    label: Any = {"sql": {"db": "shop", "gold_sql": "SELECT y FROM t WHERE x = 3"}}
+    body = {"prompt": "q", "response": sql("SELECT 'c'"), "label": json.dumps(label) if as_json else label}
+    answer = httpx.post(f"{sql_server.url}/v1/compat/slime", json=body, timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["reward"] == 1.0 and answer.json()["verifier_judged"] == 1.0  # extra keys: the URL's (math)
+    wrong = httpx.post(f"{sql_server.url}/v1/compat/slime", json={**body, "response": sql("DELETE FROM t")}, timeout=60)
+    assert wrong.json()["reward"] == 0.0
