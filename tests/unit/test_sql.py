@@ -199,7 +199,10 @@ def test_sql_is_a_pooled_primary_component_and_a_missing_block_never_reaches_a_w
     spec = SqlSpec(schema_sql=SCHEMA, gold_sql="SELECT 1")
     result = component().prepare(ScoreItem(completion="SELECT 1", sql=spec), spec)
     assert not isinstance(result, SqlTask) and (result.score, result.verdict) == (0.0, "no_sql")
-    assert component().timeout_s(SqlTask(gold_sql="x", pred_sql="y", timeout_s=5)) == 20
+    task = SqlTask(gold_sql="x", pred_sql="y", timeout_s=5)
+    assert component().timeout_s(task) == 20  # the backstop: the schema and gold, then the query, and 10 s to spare
+    stopped = component().timed_out(task, 20)  # the pool killed a worker the interrupt did not stop: still the model's
+    assert (stopped.score, stopped.verdict) == (0.0, "timeout")
 
 
 @pytest.mark.parametrize(
