@@ -108,7 +108,8 @@ def _query(connection: sqlite3.Connection, sql: str, seconds: float, refused: li
     try:
         cursor = connection.execute(sql)
         width, size = len(cursor.description or ()) or 1, 0
-        # Chunks small enough that one of values at their longest cannot overshoot the byte cap by more than itself.
+        # Chunks small enough that, even with every value as long as SQLite lets a query make it, the cap is
+        # passed by at most one chunk's worth.
         while chunk := cursor.fetchmany(
             max(1, min(FETCH_CHUNK, (MAX_RESULT_BYTES - size) // (width * MAX_VALUE_BYTES)))
         ):
