@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainer_client.domains import (
     PROMPT_COLUMNS,
+    SCHEMA_SQL_COLUMNS,
     SHAPE_COMPONENTS,
     SHAPES,
     SPEC_COLUMN,
@@ -192,6 +193,25 @@ def schema_text(value: Any) -> str | None:
 GOLDS: dict[str, Callable[[Any], Any]] = {**GOLD_READERS, "math": gold, "json_schema": schema_text}
 
 
+def with_sql_context(prompt: str, example: Mapping[str, Any]) -> str:
+    """A text question followed by BIRD's evidence (its hint) and the row's schema, when it has them.
+
+    >>> print(with_sql_context("How many?", {"evidence": "t holds the orders", "schema": "CREATE TABLE t (a);"}))
+    How many?
+    <BLANKLINE>
+    Evidence: t holds the orders
+    <BLANKLINE>
+    Schema:
+    CREATE TABLE t (a);
+    """
+    evidence = example.get("evidence")
+    schema = next((example[c] for c in SCHEMA_SQL_COLUMNS if isinstance(example.get(c), str) and example[c]), None)
+    parts = [prompt.rstrip()]
+    parts += [f"Evidence: {evidence}"] if isinstance(evidence, str) and evidence.strip() else []
+    parts += [f"Schema:\n{schema}"] if schema else []
+    return "\n\n".join(parts)
+
+
 def with_options(prompt: str, options: Sequence[str]) -> str:
     """A multiple-choice question followed by its options, one lettered line each, as MMLU's prompts list them.
 
@@ -244,6 +264,8 @@ def to_row(
     if choice_options:
         options = option_texts(example[str(columns.options)], str(columns.options))
         prompt = with_options(prompt, options) if options and options_in_prompt and isinstance(prompt, str) else prompt
+    if "sql" in components and isinstance(prompt, str):
+        prompt = with_sql_context(prompt, example)
     row: dict[str, Any] = {"prompt": chat_prompt(prompt, system_prompt)}
     reader = next((read for name, read in GOLDS.items() if name in components), None)
     if reader is not None and has(columns.solution):

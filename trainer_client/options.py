@@ -40,6 +40,8 @@ PLACEHOLDER_ROWS: dict[str, dict[str, Any]] = {
     "choice": {"gold": "A", "options": ["1", "2"]},
     "answer": {"gold": "1"},
     "json_schema": {"schema": {"type": "integer"}},
+    "sql": {"schema_sql": "", "gold_sql": "SELECT 1"},
+    "language": {"target": "en"},
 }
 
 Options = dict[str, dict[str, Any]]  # component -> option name -> value

@@ -387,7 +387,10 @@ def check_item(reward: Any) -> ScoreItem:
     take it (the API key, the options, and code scoring when code is rewarded, which a math-only verifier refuses)
     before anything heavy loads. It is right for every correctness component, and short."""
     spec = reward.spec
-    completion = "<think>a check</think>The answer is \\boxed{1}.\n```python\nprint(1)\n```"
+    completion = (
+        "<think>a quick check of the answer</think>The answer is \\boxed{1}.\n```python\nprint(1)\n```\n"
+        "```sql\nSELECT 1\n```\n```json\n1\n```"
+    )
     sent = [name for name in spec.sent if name in PLACEHOLDER_ROWS or not row_fields(name, spec.options.get(name, {}))]
     left_out = [name for name in spec.sent if name not in sent]
     if left_out:  # their specs come from the rows: the first training step checks them

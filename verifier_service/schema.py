@@ -36,7 +36,7 @@ API_VERSION = "v1"
 # Every component, in the order results list them. A component is a spec model below (a `ComponentSpec`), a field
 # of `ScoreItem` and a scorer in `verifier_service.components`.
 ComponentName = Literal[
-    "math", "code", "choice", "answer", "json_schema", "format", "overlong", "length", "repetition", "language"
+    "math", "code", "choice", "answer", "json_schema", "sql", "format", "overlong", "length", "repetition", "language"
 ]  # fmt: skip
 COMPONENTS: tuple[str, ...] = get_args(ComponentName)
 WEIGHT_LIMIT = 1e6  # |weight| at most this: a weighted sum of component scores can never overflow to inf
@@ -98,6 +98,13 @@ class Verdict(StrEnum):
     VALID = "valid"
     INVALID = "invalid"  # the answer is JSON that breaks the schema
     NO_JSON = "no_json"  # no JSON value in the answer
+    # sql (with timeout)
+    MATCH = "match"  # the predicted query's rows are the gold query's
+    MISMATCH = "mismatch"
+    WRITE_ATTEMPT = "write_attempt"  # the query tried to write, attach, change a pragma or load an extension
+    PRED_ERROR = "pred_error"  # the predicted query failed (syntax or runtime error)
+    NO_SQL = "no_sql"
+    GOLD_ERROR = "gold_error"  # cannot judge: the schema or the gold query failed
 
 
 TEST_VERDICTS = ("passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit")
@@ -291,7 +298,7 @@ _LettersInput = str | _Index | list[str | _Index]
 
 
 Role = Literal["primary", "shaping"]
-PrimaryName = Literal["math", "code", "choice", "answer", "json_schema"]  # the components that judge correctness
+PrimaryName = Literal["math", "code", "choice", "answer", "json_schema", "sql"]  # the components that judge correctness
 
 
 class ComponentSpec(_Strict):
@@ -655,6 +662,58 @@ class JsonSchemaSpec(ComponentSpec):
         return json_schemas.effective(self.schema_, self.strict)
 
 
+SqlCompare = Literal["set", "multiset", "ordered"]
+SQL_SCHEMA_CHARS = 1_000_000
+_DB_NAME = r"^[A-Za-z0-9][\w.-]{0,63}$"
+
+
+class SqlSpec(ComponentSpec):
+    """Text-to-SQL execution match: the answer's last ```sql block runs on a fresh SQLite database built from
+    `schema_sql` (or on a read-only database the server names, `db`), read-only, with a deadline that interrupts it;
+    its rows are compared with the gold query's by value. 1 match, 0 otherwise; a gold query that fails is null."""
+
+    role = "primary"
+    verdicts = (
+        Verdict.MATCH, Verdict.MISMATCH, Verdict.WRITE_ATTEMPT, Verdict.PRED_ERROR, Verdict.NO_SQL, Verdict.TIMEOUT,
+        Verdict.GOLD_ERROR, Verdict.WORKER_CRASHED, Verdict.DEADLINE_EXCEEDED, Verdict.INTERNAL_ERROR,
+    )  # fmt: skip
+    null_verdicts = (
+        Verdict.GOLD_ERROR, Verdict.WORKER_CRASHED, Verdict.DEADLINE_EXCEEDED, Verdict.INTERNAL_ERROR,
+    )  # fmt: skip
+
+    schema_sql: str | None = Field(
+        None,
+        max_length=SQL_SCHEMA_CHARS,
+        description="SQL that builds the database (CREATE TABLE and INSERT statements), run on a fresh in-memory "
+        "database for each item. Give this or `db`.",
+    )
+    db: str | None = Field(
+        None,
+        pattern=_DB_NAME,
+        description="The name of a read-only SQLite file this server lists in VERIFIER_SQL_DATABASES (pinned by its "
+        "sha256). Give this or `schema_sql`.",
+    )
+    gold_sql: str = Field(..., min_length=1, max_length=10_000, description="The reference query.")
+    compare: SqlCompare = Field(
+        "set",
+        description="set: rows compared as sets (order and duplicates ignored, as BIRD and SkyRL do); multiset: "
+        "duplicates count; ordered: the order counts too (for a gold with ORDER BY).",
+    )
+    float_tol: StrictFloat = Field(
+        1e-6, ge=0, le=1, description="Two numbers match when within this, relatively or absolutely; 0: exactly."
+    )
+    timeout_s: StrictFloat = Field(
+        5.0, gt=0, le=30, description="Each query is interrupted after this long (the predicted one then scores 0)."
+    )
+    think_tag: str = _think_tag()
+
+    @model_validator(mode="after")
+    def _one_database(self) -> SqlSpec:
+        if (self.schema_sql is None) == (self.db is None):
+            raise ValueError("give exactly one of schema_sql and db")
+        return self
+
+
 class OverlongSpec(ComponentSpec):
     """DAPO's soft overlong punishment: 0 up to `max_tokens - buffer_tokens`, then falling linearly to `-penalty` at
     `max_tokens`; `-penalty` beyond it and for a truncated completion. Not gated on correctness."""
@@ -828,6 +887,7 @@ class ScoreItem(_Strict):
     choice: ChoiceSpec | None = None
     answer: AnswerSpec | None = None
     json_schema: JsonSchemaSpec | None = None
+    sql: SqlSpec | None = None
     format: FormatOptions | None = None
     overlong: OverlongSpec | None = None
     length: LengthSpec | None = None

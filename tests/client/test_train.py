@@ -727,7 +727,10 @@ PREFLIGHT_VERDICTS = {
     "answer": "correct",
     "overlong": "within_budget",
     "length": "correct",
-    "repetition": "no_repetition",  # six words: four trigrams, none repeated
+    "repetition": "no_repetition",  # no trigram repeated
+    "sql": "match",  # SELECT 1 against the placeholder gold SELECT 1
+    "json_schema": "valid",  # 1 under {"type": "integer"}
+    "language": "consistent",  # the reasoning's five English words, target en
 }
 
 

@@ -28,6 +28,7 @@ PRIMARIES: dict[str, dict[str, Any]] = {  # name -> its spec; partial: whether a
     "answer f1": {"answer": {"gold": "Paris", "match": "f1"}},
     "code": {"code": {"tests": [{"type": "call", "fn": "f", "expected": 1}]}},
     "json_schema": {"json_schema": {"schema": {"type": "object"}}},
+    "sql": {"sql": {"schema_sql": "", "gold_sql": "SELECT 1"}},
 }
 PARTIAL = {"answer f1", "code"}
 SHAPES: dict[str, dict[str, Any]] = {

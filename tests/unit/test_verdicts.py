@@ -26,6 +26,7 @@ def named_verdicts(module: str) -> set[Verdict]:
         ("scoring/code.py", "code"),
         ("scoring/think_format.py", "format"),
         ("scoring/json_schema.py", "json_schema"),
+        ("scoring/sql.py", "sql"),
     ],
 )
 def test_every_verdict_a_scorer_gives_is_published_for_its_component(module: str, component: str) -> None:

@@ -4,7 +4,7 @@ A text component is a pure function of the item and its spec, `score(item, spec)
 service process; one whose work is much cheaper for many items at once (numpy over the whole batch) also has
 `score_batch(items, specs) -> list[ComponentResult]`, in `BATCHED`. A gated one (`GatedSpec`) also gets the result
 of the component it reads correctness from, `score(item, spec, correctness)`, and runs after it. A pooled one
-(`math`, `code`) needs the worker pool or the sandbox: a class the engine builds once and drives as
+(`math`, `code`, `sql`) needs the worker pool or the sandbox: a class the engine builds once and drives as
 scoring/pooled.py says, in `POOLED`. The engine names no component.
 """
 
@@ -37,5 +37,10 @@ GATED: dict[str, GatedScorer] = {"length": length.score}
 # Imported last: their modules read the tables above (through scoring.texts).
 from verifier_service.scoring.code import CodeComponent  # noqa: E402
 from verifier_service.scoring.math import MathComponent  # noqa: E402
+from verifier_service.scoring.sql import SqlComponent  # noqa: E402
 
-POOLED: dict[str, Callable[[Resources], PooledComponent]] = {"math": MathComponent, "code": CodeComponent}
+POOLED: dict[str, Callable[[Resources], PooledComponent]] = {
+    "math": MathComponent,
+    "code": CodeComponent,
+    "sql": SqlComponent,
+}
