@@ -12,6 +12,8 @@ MMLU-Pro (`question`/`answer`/`options`) files load without renaming:
   For answer, the answer or a list of aliases;
 - options: for choice, a list of option texts in letter order; listed under a text prompt (`A. ...`), since the
   question itself does not name them;
+- reasoning-gym rows (`question`, `answer`, `metadata`: what the library generates, saved to JSONL), when procedural
+  is rewarded: the `solution` column becomes the row's procedural spec as a JSON string (`trainer_client.procedural`);
 - tests: a list of tests, or its JSON string, as `inputs.code_tests` reads them (MBPP's list of assert strings
   included); a HumanEval `check(candidate)` string becomes an assert test when the row has an `entry_point`. MBPP's
   asserts are also appended to its text prompt, as MBPP's own prompt does: its task text names no function.
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainer_client.gsm8k import HUB_ID, SYSTEM_PROMPT, gold_answer
 from trainer_client.inputs import GOLD_READERS, LETTERS, code_tests, gold_text, option_texts
+from trainer_client.procedural import procedural_label
 
 if TYPE_CHECKING:
     from datasets import DatasetDict
@@ -73,7 +76,12 @@ def system_prompt_for(components: Sequence[str]) -> str:
     >>> system_prompt_for(["choice", "length"]) == CHOICE_SYSTEM_PROMPT
     True
     """
-    prompts = {"code": CODE_SYSTEM_PROMPT, "choice": CHOICE_SYSTEM_PROMPT, "answer": ANSWER_SYSTEM_PROMPT}
+    prompts = {
+        "code": CODE_SYSTEM_PROMPT,
+        "choice": CHOICE_SYSTEM_PROMPT,
+        "answer": ANSWER_SYSTEM_PROMPT,
+        "procedural": ANSWER_SYSTEM_PROMPT,  # reasoning-gym's answers are read from <answer> tags first
+    }
     if "math" in components:
         return MATH_SYSTEM_PROMPT
     return next((prompts[name] for name in prompts if name in components), MATH_SYSTEM_PROMPT)
@@ -176,7 +184,12 @@ def to_row(
         prompt = with_options(prompt, options) if options and options_in_prompt and isinstance(prompt, str) else prompt
     row: dict[str, Any] = {"prompt": chat_prompt(prompt, system_prompt)}
     reader = next((read for name, read in GOLDS.items() if name in components), None)
-    if reader is not None:
+    if "procedural" in components and reader is None:  # the row is a reasoning-gym entry: its spec is the label
+        try:
+            row["solution"] = procedural_label(example)
+        except ValueError as exc:
+            raise ValueError(f"row {index}: {exc}") from None
+    elif reader is not None:
         try:
             row["solution"] = reader(example[columns.solution])
         except ValueError as exc:  # no gold at all (a boolean, an infinity): said with where, never the value
@@ -236,6 +249,7 @@ def check_columns(present: Sequence[str], columns: Columns, components: Sequence
     """A clear error, naming the flag that fixes it, for a column the run needs and the dataset lacks."""
     needed = [("prompt", columns.prompt)]
     needed += [("solution", columns.solution)] if set(GOLDS) & set(components) else []
+    needed += [("metadata", "metadata")] if "procedural" in components and not set(GOLDS) & set(components) else []
     needed += [("tests", columns.tests)] if "code" in components else []
     needed += [("options", columns.options)] if "choice" in components and columns.options else []
     for role, name in needed:

@@ -30,6 +30,7 @@ ROW_FIELDS: dict[str, tuple[str, ...]] = {
     "code": ("tests",),
     "choice": ("gold", "options"),
     "answer": ("gold",),
+    "procedural": ("dataset", "entry"),
 }
 # Valid row fields, to check options without a dataset (and for the training script's pre-flight item, whose completion
 # answers 1 and prints 1).
@@ -38,6 +39,10 @@ PLACEHOLDER_ROWS: dict[str, dict[str, Any]] = {
     "code": {"tests": [{"type": "stdio", "stdout": "1"}]},
     "choice": {"gold": "A", "options": ["1", "2"]},
     "answer": {"gold": "1"},
+    "procedural": {
+        "dataset": "basic_arithmetic",
+        "entry": {"question": "1?", "answer": "1", "metadata": {"source_dataset": "basic_arithmetic"}},
+    },
 }
 
 Options = dict[str, dict[str, Any]]  # component -> option name -> value
@@ -50,8 +55,8 @@ def check_components(components: Sequence[str]) -> None:
     >>> check_components(["math", "fromat"])
     Traceback (most recent call last):
     ...
-    ValueError: unknown component 'fromat'; did you mean 'format'? Components: math, code, choice, answer, format, \
-overlong, length, repetition
+    ValueError: unknown component 'fromat'; did you mean 'format'? Components: math, code, choice, answer, procedural, \
+format, overlong, length, repetition
     """
     for name in components:
         if name not in SPECS:
@@ -70,7 +75,8 @@ def option_names(component: str) -> list[str]:
     >>> option_names("overlong")
     ['max_tokens', 'buffer_tokens', 'penalty', 'on_truncated', 'unit']
     """
-    return [name for name in SPECS[component].model_fields if name not in ROW_FIELDS.get(component, ())]
+    fields = SPECS[component].model_fields  # by their names on the wire (procedural's partial_credit)
+    return [field.alias or name for name, field in fields.items() if name not in ROW_FIELDS.get(component, ())]
 
 
 def gather_options(
@@ -150,7 +156,8 @@ def _as_dict(component: str, values: Mapping[str, Any] | ComponentSpec) -> dict[
     if isinstance(values, ComponentSpec):
         if component in SPECS and not isinstance(values, SPECS[component]):
             raise ValueError(f"options[{component!r}] is a {type(values).__name__}, not a {SPECS[component].__name__}")
-        return {key: getattr(values, key) for key in values.model_fields_set}
+        fields = type(values).model_fields
+        return {fields[key].alias or key: getattr(values, key) for key in values.model_fields_set}
     return dict(values)
 
 

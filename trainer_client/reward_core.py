@@ -22,6 +22,7 @@ from trainer_client.errors import (
 from trainer_client.inputs import GOLD_READERS, code_spec, column, completion_text, option_texts
 from trainer_client.metrics import row_verdicts, verdict_metrics
 from trainer_client.options import Options, check_request, correctness_component, describe
+from trainer_client.procedural import procedural_spec
 from trainer_client.tokens import StopTokens, length_fields
 from verifier_service.schema import COMPONENTS, ItemResult, ScoreItem, Verdict
 
@@ -113,7 +114,7 @@ class RewardCore:
     def _columns(self) -> list[str]:
         """The dataset columns the sent components read."""
         spec, sent = self.spec, self.spec.sent
-        needed = [spec.gold_column] if set(sent) & set(GOLD_READERS) else []
+        needed = [spec.gold_column] if set(sent) & {*GOLD_READERS, "procedural"} else []
         needed += [spec.tests_column] if "code" in sent else []
         needed += [spec.options_column] if "choice" in sent and spec.options_column else []
         return needed
@@ -128,6 +129,8 @@ class RewardCore:
             entry_point = entry_points[row] if entry_points else None
             value = data[spec.tests_column][row]
             return code_spec(value, options=options, column=spec.tests_column, entry_point=entry_point)
+        if name == "procedural":  # the row's label: the spec, {dataset, entry} (trainer_client.procedural)
+            return procedural_spec(data[spec.gold_column][row], options, spec.gold_column)
         if name not in GOLD_READERS:
             return options
         try:
