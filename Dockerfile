@@ -36,12 +36,13 @@ RUN set -eu; \
         printf '%s\n' "$PIP_CA_CERTS" >> /tmp/pip-ca.pem; \
     fi
 
-# Dependencies first, from pyproject.toml alone: editing the code reuses this layer (and its downloads).
+# Dependencies first, from pyproject.toml alone: editing the code reuses this layer (and its downloads). With them
+# the `procedural` extra (reasoning-gym, for the component of that name).
 COPY pyproject.toml /src/
 RUN set -eu; \
     if [ -s /tmp/pip-ca.pem ]; then export PIP_CERT=/tmp/pip-ca.pem; fi; \
-    python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
-        > /tmp/requirements.txt; \
+    python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+        print("\n".join(p["dependencies"] + p["optional-dependencies"]["procedural"]))' > /tmp/requirements.txt; \
     pip install --quiet -r /tmp/requirements.txt 'setuptools>=77'
 
 COPY README.md setup.py /src/
@@ -49,12 +50,12 @@ COPY verifier_service /src/verifier_service
 COPY sandbox /src/sandbox
 COPY trainer_client /src/trainer_client
 # --no-deps: the dependencies are above; the build tools leave the venv once the project is in. The check imports
-# the installed package with its C module (-P: not the copy in /src, the working directory).
+# the installed package with its C module (-P: not the copy in /src, the working directory), and reasoning-gym.
 RUN set -eu; \
     pip install --quiet --no-deps --no-build-isolation /src; \
     pip uninstall --quiet --yes setuptools pip; \
     python -P -c 'import verifier_service.app, verifier_service.scoring._repetition, sandbox.docker_backend, \
-        trainer_client'
+        trainer_client, reasoning_gym'
 
 FROM ${BASE_IMAGE}
 ARG BASE_IMAGE

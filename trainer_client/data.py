@@ -13,6 +13,8 @@ MMLU-Pro (`question`/`answer`/`options`) files load without renaming:
   JSON text;
 - options: for choice, a list of option texts in letter order; listed under a text prompt (`A. ...`), since the
   question itself does not name them;
+- reasoning-gym rows (`question`, `answer`, `metadata`: what the library generates, saved to JSONL), when procedural
+  is rewarded: the `reasoning_gym` shape makes each row a procedural spec (`spec`, below);
 - tests: a list of tests, or its JSON string, as `inputs.code_tests` reads them (MBPP's list of assert strings
   included); a HumanEval `check(candidate)` string becomes an assert test when the row has an `entry_point`. MBPP's
   asserts are also appended to its text prompt, as MBPP's own prompt does: its task text names no function;
@@ -73,10 +75,6 @@ TASK_SYSTEM_PROMPT = (
     "First think through the task step by step inside <think> </think> tags. After the closing </think> tag, write "
     "your response."
 )
-FINAL_ANSWER_SYSTEM_PROMPT = (
-    "First think through the task step by step inside <think> </think> tags. After the closing </think> tag, give "
-    "only the final answer."
-)
 SQL_SYSTEM_PROMPT = (
     "You are a careful SQL expert. First think through the question step by step inside <think> </think> tags. "
     "After the closing </think> tag, write the SQL query in one fenced code block (```sql ... ```)."
@@ -89,7 +87,7 @@ JSON_SYSTEM_PROMPT = (
 TASK_PROMPTS = {
     "code": CODE_SYSTEM_PROMPT, "choice": CHOICE_SYSTEM_PROMPT, "answer": ANSWER_SYSTEM_PROMPT,
     "sql": SQL_SYSTEM_PROMPT, "json_schema": JSON_SYSTEM_PROMPT, "instructions": TASK_SYSTEM_PROMPT,
-    "procedural": FINAL_ANSWER_SYSTEM_PROMPT,
+    "procedural": ANSWER_SYSTEM_PROMPT,  # reasoning-gym's answers are read from <answer> tags first
 }  # fmt: skip
 
 

@@ -42,6 +42,10 @@ PLACEHOLDER_ROWS: dict[str, dict[str, Any]] = {
     "json_schema": {"schema": {"type": "integer"}},
     "sql": {"schema_sql": "", "gold_sql": "SELECT 1"},
     "language": {"target": "en"},
+    "procedural": {
+        "dataset": "basic_arithmetic",
+        "entry": {"question": "1?", "answer": "1", "metadata": {"source_dataset": "basic_arithmetic"}},
+    },
 }
 
 Options = dict[str, dict[str, Any]]  # component -> option name -> value
@@ -168,7 +172,8 @@ def _as_dict(component: str, values: Mapping[str, Any] | ComponentSpec) -> dict[
     if isinstance(values, ComponentSpec):
         if component in SPECS and not isinstance(values, SPECS[component]):
             raise ValueError(f"options[{component!r}] is a {type(values).__name__}, not a {SPECS[component].__name__}")
-        return {key: getattr(values, key) for key in values.model_fields_set}
+        fields = type(values).model_fields
+        return {fields[key].alias or key: getattr(values, key) for key in values.model_fields_set}
     return dict(values)
 
 

@@ -725,6 +725,7 @@ PREFLIGHT_VERDICTS = {
     "code": "passed",
     "choice": "correct",
     "answer": "correct",
+    "procedural": "correct",  # basic_arithmetic, answer 1: the box holds it
     "overlong": "within_budget",
     "length": "correct",
     "repetition": "no_repetition",  # no trigram repeated

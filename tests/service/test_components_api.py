@@ -40,6 +40,7 @@ def test_the_catalogue_describes_every_component_from_its_model(server: Server) 
         required = {option for option, about in info["options"].items() if about["required"]}
         assert required == set(info["schema"].get("required", []))
         assert set(info["options"]) == {field.alias or option for option, field in SPECS[name].model_fields.items()}
+        assert info["available"] is SPECS[name].available()
     # the defaults it lists are the ones the server applies, and its schema takes what the server takes
     overlong = catalogue["overlong"]
     defaults = {option: about["default"] for option, about in overlong["options"].items() if not about["required"]}

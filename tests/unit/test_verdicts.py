@@ -27,6 +27,7 @@ def named_verdicts(module: str) -> set[Verdict]:
         ("scoring/think_format.py", "format"),
         ("scoring/json_schema.py", "json_schema"),
         ("scoring/sql.py", "sql"),
+        ("scoring/procedural.py", "procedural"),
     ],
 )
 def test_every_verdict_a_scorer_gives_is_published_for_its_component(module: str, component: str) -> None:
