@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from verifier_service.schema import ComponentResult, ScoreItem
-from verifier_service.scoring import answer, choice, length, overlong, repetition, think_format
+from verifier_service.scoring import answer, choice, instructions, length, overlong, repetition, think_format
 from verifier_service.scoring.pooled import PooledComponent, Resources
 
 Scorer = Callable[[ScoreItem, Any], ComponentResult]
@@ -24,6 +24,7 @@ GatedScorer = Callable[[ScoreItem, Any, ComponentResult], ComponentResult]
 TEXT: dict[str, Scorer] = {
     "choice": choice.score,
     "answer": answer.score,
+    "instructions": instructions.score,
     "format": think_format.score,
     "overlong": overlong.score,
     "repetition": repetition.score,
