@@ -192,6 +192,9 @@ async def nemo_gym_verify(
     `reward` and `mask_sample`. A sample the verifier cannot judge is masked (reward 0.0, `mask_sample: true`)."""
     where = "verifier" if body.verifier is not None else "expected_answer"
     label = body.verifier if body.verifier is not None else body.expected_answer
+    metadata = (body.model_extra or {}).get("verifier_metadata")
+    if body.verifier is None and isinstance(metadata, dict) and "instruction_id_list" in metadata:
+        where, label = "verifier_metadata", metadata  # NeMo-Gym's instruction_following rows
     items = [score_item(response_text(body.response), label, config, where)]
     results = await _score(request, items, engine, settings, metrics, "response", where)
     if results is None:

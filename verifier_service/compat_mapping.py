@@ -21,7 +21,7 @@ from typing import Any, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verifier_service.problems import MAX_ERRORS, describe
-from verifier_service.schema import COMPONENTS, WEIGHT_LIMIT, ItemResult, ScoreItem
+from verifier_service.schema import COMPONENTS, WEIGHT_LIMIT, ItemResult, ScoreItem, instructions_spec
 
 # End-of-turn, end-of-text and padding tokens of the common chat templates (Qwen, Llama 2/3, Mistral, Phi-3, Gemma,
 # DeepSeek, gpt-oss): what OpenRLHF's decoded queries end in. Both ways OpenRLHF calls the verifier strip them: the
@@ -262,6 +262,12 @@ def score_item(completion: str, label: Any, config: CompatConfig, where: str) ->
 
 
 def _spec(label: Any, where: str) -> dict[str, Any] | None:
+    try:  # an instruction-following label: open-instruct's ground truth (OpenRLHF, slime) or an IFEval row
+        instructions = instructions_spec(label)
+    except ValueError as exc:
+        raise invalid(where, str(exc)) from None
+    if instructions is not None:
+        return {"instructions": instructions}
     if isinstance(label, dict):
         return label
     if isinstance(label, str) and label.lstrip().startswith('{"'):  # JSON; never a LaTeX gold such as {1, 2}

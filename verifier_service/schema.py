@@ -6,7 +6,9 @@ models and the trainer client builds and parses with them. It imports pydantic a
 
 from __future__ import annotations
 
+import ast
 import difflib
+import json
 import math
 import numbers
 import re
@@ -766,6 +768,57 @@ class InstructionsSpec(ComponentSpec):
         if self.kwargs is not None and any(len(one or {}) > 32 for one in self.kwargs):
             raise ValueError("kwargs may have at most 32 keys per instruction")
         return self
+
+
+_GRADING_MODES = {"binary": "all", "all": "all", "fraction": "fraction"}  # NeMo-Gym's grading_mode, and ours
+_GROUND_TRUTH_LIMIT = 1_000_000  # characters of an open-instruct ground-truth string read at most
+
+
+def instructions_spec(label: Any) -> dict[str, Any] | None:
+    """The `instructions` spec (as a dict) that a dataset's label holds, or None when it holds none: an IFEval or
+    NeMo-Gym row (`instruction_id_list`, `kwargs`, NeMo's `grading_mode`: binary -> all, fraction -> fraction), or
+    open-instruct's ground truth, `[{"instruction_id": [...], "kwargs": [...]}]` as a Python-literal string (read
+    with ast.literal_eval, never eval; then as JSON if that gives a string), or as the list or dict it holds.
+    open-instruct's reward is the share followed: its ground truth maps to grading "fraction". A label that names
+    instructions but is malformed raises ValueError (its message never quotes the label).
+
+    >>> instructions_spec("[{'instruction_id': ['punctuation:no_comma'], 'kwargs': [None]}]")
+    {'instruction_ids': ['punctuation:no_comma'], 'kwargs': [None], 'grading': 'fraction'}
+    >>> instructions_spec({"instruction_id_list": ["detectable_format:title"], "grading_mode": "binary"})
+    {'instruction_ids': ['detectable_format:title'], 'grading': 'all'}
+    """
+    if isinstance(label, str):
+        if "instruction_id" not in label[:_GROUND_TRUTH_LIMIT] or len(label) > _GROUND_TRUTH_LIMIT:
+            return None
+        label = _literal(label)
+        if isinstance(label, str):  # a JSON string inside the literal (open-instruct#778)
+            label = _literal(label)
+    if _listed(label) and len(label) == 1:
+        label = label[0]
+    if not isinstance(label, dict):
+        return None
+    if "instruction_id_list" in label:
+        ids, grading = label["instruction_id_list"], _GRADING_MODES.get(label.get("grading_mode") or "all")
+    elif "instruction_id" in label:
+        ids, grading = label["instruction_id"], "fraction"
+    else:
+        return None
+    if not _listed(ids) or grading is None:
+        raise ValueError("an instruction label needs a list of instruction ids (and grading_mode binary or fraction)")
+    spec: dict[str, Any] = {"instruction_ids": list(ids), "kwargs": label.get("kwargs"), "grading": grading}
+    if spec["kwargs"] is None:
+        del spec["kwargs"]
+    return spec
+
+
+def _literal(text: str) -> Any:
+    try:
+        return ast.literal_eval(text.strip())
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError):
+            raise ValueError("an instruction label is neither a Python literal nor JSON") from None
 
 
 Weight = Annotated[StrictFloat, Field(ge=-WEIGHT_LIMIT, le=WEIGHT_LIMIT, allow_inf_nan=False)]

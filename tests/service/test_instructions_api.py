@@ -72,3 +72,36 @@ def test_answers_shaped_against_google_s_regexes_at_the_size_limit_are_judged(se
     response = post(server, items)
     assert response.status_code == 200, response.text
     assert [r["components"]["instructions"]["verdict"] for r in response.json()["results"]] == ["not_followed"] * 3
+
+
+# The trainer routes: open-instruct's ground truth as an OpenRLHF or slime label, NeMo-Gym's instruction_following row.
+
+GROUND_TRUTH = str([{"instruction_id": ["punctuation:no_comma", "detectable_format:title"], "kwargs": [None, None]}])
+TEMPLATE = "<|im_start|>user\nWrite a title.<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_openrlhf_and_slime_read_open_instruct_s_ground_truth(server: Server) -> None:
+    """open-instruct's reward is the share followed: a title with a comma earns 0.5."""
+    response = "<think>ok</think><<Tea>>, hot"
+    body = {"query": [TEMPLATE + response + "<|im_end|>"], "prompts": [TEMPLATE], "labels": [GROUND_TRUTH]}
+    answer = httpx.post(f"{server.url}/v1/compat/openrlhf", json=body, timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["rewards"] == [0.5]
+    slime = {"prompt": "Write a title.", "response": response.replace(",", ""), "label": GROUND_TRUTH}
+    answer = httpx.post(f"{server.url}/v1/compat/slime", json=slime, timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["reward"] == 1.0
+
+
+def test_nemo_gym_reads_verifier_metadata(server: Server) -> None:
+    def body(text: str, grading_mode: str) -> dict[str, Any]:
+        message = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+        metadata = {"instruction_id_list": ["punctuation:no_comma", "detectable_format:title"], "kwargs": [{}, {}],
+                    "grading_mode": grading_mode}  # fmt: skip
+        return {"responses_create_params": {"input": []}, "response": {"output": [message]},
+                "verifier_metadata": metadata}  # fmt: skip
+
+    for grading_mode, reward in (("binary", 0.0), ("fraction", 0.5)):
+        answer = httpx.post(f"{server.url}/v1/compat/nemo-gym/verify", json=body("<<Tea>>, hot", grading_mode))
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["reward"] == reward
