@@ -42,7 +42,9 @@ _COLLOCATIONS = _words(
 )
 _NON_WORD = frozenset("?!)\";}]*:@'({[")  # punkt's NonWord: a candidate stop may be followed by one of these
 _NOT_WORD_START = frozenset('("`{[:;&#*@)}]-,')
-_CHUNK = re.compile(r"\S+")
+_CANDIDATE = re.compile(r"[.?!](?=[?!)\";}\]*:@'({\[]|\s+\S)")
+_SPACE = re.compile(r"\s")
+_NEXT = re.compile(r"\s+(\S{1,100})")
 _NUMBER = re.compile(r"^-?[.,]?\d[\d,.-]*\.?$")
 _CLOSING = re.compile(r"[\"')\]}]+?(?:\s+|$)")
 
@@ -50,31 +52,22 @@ _CLOSING = re.compile(r"[\"')\]}]+?(?:\s+|$)")
 def count_sentences(text: str) -> int:
     """The number of sentences NLTK's English punkt model finds (see the module's note): each run of non-space text
     may end one at its last `.`, `?` or `!` that is followed by punctuation or by white space and more text."""
-    count, last_break, chunks = 0, 0, list(_CHUNK.finditer(text))
-    for index, chunk in enumerate(chunks):
-        following = chunks[index + 1].group() if index + 1 < len(chunks) else None
-        stop = _last_stop(chunk.group(), following is not None)
-        if stop < 0:
-            continue
-        word = chunk.group()[: stop + 1]
-        after = chunk.group()[stop + 1 :]
-        if _breaks(word, after[:1] if after else following or ""):
+    count, last_break = 0, 0
+    stops = [found.start() for found in _CANDIDATE.finditer(text)]
+    for index, at in enumerate(stops):
+        if index + 1 < len(stops) and not _SPACE.search(text, at, stops[index + 1]):
+            continue  # punkt reads only the last candidate of a run of non-space text
+        word = text[max(0, at - 100) : at + 1].split()[-1]  # the stop is not space: there is a last word
+        after = _NEXT.match(text, at + 1)
+        following = after.group(1) if after else text[at + 1]
+        if _breaks(word, following):
             count += 1
-            last_break = chunk.start() + stop + 1 if after else chunks[index + 1].start()
+            last_break = after.start(1) if after else at + 1
     rest = text[last_break:].rstrip()
     closing = _CLOSING.match(rest)
     if closing and last_break > 0:  # closing quotes after the last stop go with its sentence
         rest = rest[closing.end() :]
     return count + (1 if rest else 0)
-
-
-def _last_stop(chunk: str, more: bool) -> int:
-    for at in range(len(chunk) - 1, -1, -1):
-        if chunk[at] in ".?!" and (
-            (at + 1 < len(chunk) and chunk[at + 1] in _NON_WORD) or (at + 1 == len(chunk) and more)
-        ):
-            return at
-    return -1
 
 
 def _breaks(word: str, following: str) -> bool:
