@@ -30,6 +30,25 @@ def test_all_and_fraction_grading() -> None:
     assert judged(text.replace(",", ""), ids, kwargs) == (1.0, "followed", None)
 
 
+def test_the_detail_names_five_failed_ids_at_most() -> None:
+    ids = ["keywords:existence"] * 8
+    kwargs = [{"keywords": [f"word{i}"]} for i in range(8)]
+    assert judged("none of them", ids, kwargs)[2] == "Not followed: keywords:existence."  # each id once
+    ids = [
+        "detectable_format:title",
+        "punctuation:no_comma",
+        "startend:quotation",
+        "detectable_format:json_format",
+        "combination:two_responses",
+        "change_case:english_capital",
+        "detectable_format:constrained_response",
+    ]
+    assert judged("a, b", ids)[2] == (
+        "Not followed: detectable_format:title, punctuation:no_comma, startend:quotation, "
+        "detectable_format:json_format, combination:two_responses and 2 more."
+    )
+
+
 def test_the_answer_after_the_reasoning_is_graded() -> None:
     assert judged("<think>a, b, c</think>No commas here.", ["punctuation:no_comma"])[1] == "followed"
     assert judged("<think>never closed, so no answer", ["punctuation:no_comma"])[:2] == (0.0, "not_followed")

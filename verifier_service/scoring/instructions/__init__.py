@@ -81,8 +81,11 @@ def score(item: ScoreItem, spec: InstructionsSpec) -> ComponentResult:
         return result(1.0, Verdict.FOLLOWED)
     share = 1 - len(failed) / len(checks)
     detail = "The reasoning was opened and never closed." if region is None else None
-    detail = detail or f"Not followed: {', '.join(dict.fromkeys(_named(i) for i in failed))}."
-    return result(share if spec.grading == "fraction" else 0.0, Verdict.NOT_FOLLOWED, detail[:500])
+    if detail is None:
+        named = list(dict.fromkeys(_named(i) for i in failed))
+        more = f" and {len(named) - 5} more" if len(named) > 5 else ""
+        detail = f"Not followed: {', '.join(named[:5])}{more}."
+    return result(share if spec.grading == "fraction" else 0.0, Verdict.NOT_FOLLOWED, detail)
 
 
 def _validated(check: Check, kwargs: dict[str, Any]) -> bool:
