@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from verifier_service.schema import InstructionsSpec, ScoreItem
 from verifier_service.scoring.instructions import CHECKS, ifeval, score, variants
-from verifier_service.scoring.instructions.text import count_sentences, word_tokens
+from verifier_service.scoring.instructions.text import count_sentences, count_words, word_tokens
 
 
 def judged(completion: str, ids: list[str], kwargs: list[Any] | None = None, **options: Any) -> tuple[Any, ...]:
@@ -243,6 +243,13 @@ def test_the_sentence_counter_reads_punkt_s_cases() -> None:
     assert count_sentences("Wait... What happened?") == 1  # an ellipsis ends one only before a frequent starter
     assert count_sentences("Wait... The end.") == 2
     assert count_sentences("") == 0
+
+
+def test_words_are_counted_as_google_s_regex_counts_them() -> None:
+    rng = random.Random(7)
+    for _ in range(5000):
+        text = "".join(rng.choice("ab _-\n.\t\x0b\x1c1'\x7f\x00é") for _ in range(rng.randint(0, 20)))
+        assert count_words(text) == len(re.findall(r"\w+", text)), repr(text)
 
 
 def test_capital_words_are_counted_as_nltk_tokenizes_them() -> None:
