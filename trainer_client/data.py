@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainer_client.gsm8k import HUB_ID, SYSTEM_PROMPT, gold_answer
-from trainer_client.inputs import GOLD_READERS, LETTERS, code_tests, gold_text, option_texts
+from trainer_client.inputs import GOLD_READERS, LETTERS, code_tests, gold_text, instructions_spec, option_texts
 
 if TYPE_CHECKING:
     from datasets import DatasetDict
@@ -181,12 +181,26 @@ def to_row(
             row["solution"] = reader(example[columns.solution])
         except ValueError as exc:  # no gold at all (a boolean, an infinity): said with where, never the value
             raise ValueError(f"dataset column {columns.solution!r}, row {index}: {exc}") from None
+    if "instructions" in components and reader is None:
+        row["solution"] = instructions_row(example, columns.solution, index)
     if "code" in components:
         tests = code_tests(example[columns.tests], column=columns.tests, entry_point=example.get("entry_point"))
         row["tests"] = json.dumps(tests) if tests is not None else None
     if "choice" in components and columns.options:
         row["options"] = options
     return row
+
+
+def instructions_row(example: Mapping[str, Any], column: str, index: int) -> str | None:
+    """A row's instructions as the JSON string of their spec (one type for the whole column): from its label column
+    (open-instruct's `ground_truth`, an IFEval or NeMo-Gym row object, a spec), else from IFEval's own columns
+    `instruction_id_list` and `kwargs`. None for a row without instructions."""
+    label = example[column] if column in example else {k: example.get(k) for k in ("instruction_id_list", "kwargs")}
+    try:
+        found = instructions_spec(label)
+    except ValueError as exc:
+        raise ValueError(f"dataset column {column!r}, row {index}: {exc}") from None
+    return None if found is None else json.dumps(found)
 
 
 def is_local_file(name: str) -> bool:

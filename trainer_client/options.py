@@ -30,6 +30,7 @@ ROW_FIELDS: dict[str, tuple[str, ...]] = {
     "code": ("tests",),
     "choice": ("gold", "options"),
     "answer": ("gold",),
+    "instructions": ("instruction_ids", "kwargs"),
 }
 # Valid row fields, to check options without a dataset (and for the training script's pre-flight item, whose completion
 # answers 1 and prints 1).
@@ -38,6 +39,7 @@ PLACEHOLDER_ROWS: dict[str, dict[str, Any]] = {
     "code": {"tests": [{"type": "stdio", "stdout": "1"}]},
     "choice": {"gold": "A", "options": ["1", "2"]},
     "answer": {"gold": "1"},
+    "instructions": {"instruction_ids": ["punctuation:no_comma"]},
 }
 
 Options = dict[str, dict[str, Any]]  # component -> option name -> value

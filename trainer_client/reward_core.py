@@ -19,7 +19,7 @@ from trainer_client.errors import (
     VerifierRequestError,
     VerifierUnavailableError,
 )
-from trainer_client.inputs import GOLD_READERS, code_spec, column, completion_text, option_texts
+from trainer_client.inputs import GOLD_READERS, code_spec, column, completion_text, instructions_spec, option_texts
 from trainer_client.metrics import row_verdicts, verdict_metrics
 from trainer_client.options import Options, check_request, correctness_component, describe
 from trainer_client.tokens import StopTokens, length_fields
@@ -113,7 +113,8 @@ class RewardCore:
     def _columns(self) -> list[str]:
         """The dataset columns the sent components read."""
         spec, sent = self.spec, self.spec.sent
-        needed = [spec.gold_column] if set(sent) & set(GOLD_READERS) else []
+        needed = [spec.gold_column] if set(sent) & {*GOLD_READERS, "instructions"} else []
+        needed += ["kwargs"] if "instructions" in sent and spec.gold_column == "instruction_id_list" else []
         needed += [spec.tests_column] if "code" in sent else []
         needed += [spec.options_column] if "choice" in sent and spec.options_column else []
         return needed
@@ -128,6 +129,8 @@ class RewardCore:
             entry_point = entry_points[row] if entry_points else None
             value = data[spec.tests_column][row]
             return code_spec(value, options=options, column=spec.tests_column, entry_point=entry_point)
+        if name == "instructions":
+            return self._instructions(row, data, options)
         if name not in GOLD_READERS:
             return options
         try:
@@ -141,6 +144,22 @@ class RewardCore:
         if name == "choice" and spec.options_column:
             texts = option_texts(data[spec.options_column][row], spec.options_column)
         return {**options, "gold": gold, **({"options": texts} if texts else {})}
+
+    def _instructions(self, row: int, data: Mapping[str, list[Any]], options: Mapping[str, Any]) -> Any:
+        """The row's instructions: its label (open-instruct's ground truth, an IFEval row, a spec or its JSON) in the
+        gold column, or IFEval's `instruction_id_list` and `kwargs` columns; the reward's options (grading, mode)
+        win over the label's. None (the reward does not apply) for a row without any."""
+        spec = self.spec
+        label = data[spec.gold_column][row]
+        if spec.gold_column == "instruction_id_list":
+            label = {"instruction_id_list": label, "kwargs": data["kwargs"][row]}
+        try:
+            found = instructions_spec(label)
+        except ValueError as exc:  # a dataset's bug: said with where it is, never the value
+            raise ValueError(
+                f"{spec.name}: dataset column {spec.gold_column!r}, row of completion {row}: {exc}"
+            ) from None
+        return None if found is None else {**found, **options}
 
     def _item(self, row: int, completion: Any, fields: dict[str, Any], lengths: dict[str, Any]) -> ScoreItem:
         spec = self.spec

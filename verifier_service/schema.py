@@ -797,6 +797,8 @@ def instructions_spec(label: Any) -> dict[str, Any] | None:
         label = label[0]
     if not isinstance(label, dict):
         return None
+    if "instruction_ids" in label:  # already a spec (a JSON string of one, as the trainer client keeps it)
+        return dict(label)
     if "instruction_id_list" in label:
         ids, grading = label["instruction_id_list"], _GRADING_MODES.get(label.get("grading_mode") or "all")
     elif "instruction_id" in label:

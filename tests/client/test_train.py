@@ -725,6 +725,7 @@ PREFLIGHT_VERDICTS = {
     "code": "passed",
     "choice": "correct",
     "answer": "correct",
+    "instructions": "followed",  # its pre-flight instruction is no_comma
     "overlong": "within_budget",
     "length": "correct",
     "repetition": "no_repetition",  # six words: four trigrams, none repeated

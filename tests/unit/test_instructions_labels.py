@@ -42,3 +42,36 @@ def test_ifeval_and_nemo_gym_rows() -> None:
 @pytest.mark.parametrize("label", ["42", "\\frac{1}{2}", {"gold": "4"}, {"math": {"gold": "4"}}, None, 3.5])
 def test_labels_without_instructions_are_left_alone(label: object) -> None:
     assert instructions_spec(label) is None
+
+
+def test_a_trl_reward_sends_each_row_s_instructions() -> None:
+    """open-instruct's ground_truth column, and IFEval's own columns, become each item's instructions; the reward's
+    options (here loose mode) apply on top."""
+    from trainer_client.reward_core import RewardCore, RewardSpec
+
+    completions = ["<<Tea>>, hot", "no title"]
+    core = RewardCore(RewardSpec(components=("instructions",), name="if", gold_column="ground_truth",
+                                 options={"instructions": {"mode": "loose"}}))  # fmt: skip
+    batch = core.prepare(completions, {"ground_truth": [OPEN_INSTRUCT, None]})
+    assert batch.rows == [0]  # a row without instructions: the reward does not apply
+    spec = batch.items[0].instructions
+    assert spec is not None and spec.mode == "loose" and spec.grading == "fraction"
+    assert spec.instruction_ids == ("length_constraints:number_words", "punctuation:no_comma")
+    ifeval = RewardCore(RewardSpec(components=("instructions",), name="if", gold_column="instruction_id_list"))
+    columns = {"instruction_id_list": [["detectable_format:title"]] * 2, "kwargs": [[{"num_words": None}]] * 2}
+    batch = ifeval.prepare(completions, columns)
+    assert [item.instructions.instruction_ids for item in batch.items] == [("detectable_format:title",)] * 2  # type: ignore[union-attr]
+
+
+def test_the_data_loader_keeps_a_row_s_instructions_as_the_json_of_its_spec() -> None:
+    from trainer_client.data import Columns, to_row
+
+    row = {"prompt": "Write a title.", "instruction_id_list": ["detectable_format:title"], "kwargs": [{}]}
+    found = to_row(row, columns=Columns(prompt="prompt"), components=["instructions"], system_prompt="s")
+    assert json.loads(found["solution"]) == {"instruction_ids": ["detectable_format:title"], "kwargs": [{}],
+                                             "grading": "all"}  # fmt: skip
+    assert instructions_spec(found["solution"]) == json.loads(found["solution"])  # what the reward reads back
+    open_instruct = {"prompt": "p", "ground_truth": OPEN_INSTRUCT}
+    found = to_row(open_instruct, columns=Columns(prompt="prompt", solution="ground_truth"),
+                   components=["instructions"], system_prompt="s")  # fmt: skip
+    assert json.loads(found["solution"])["grading"] == "fraction"
