@@ -161,6 +161,33 @@ def in_process(texts: dict[str, str], repeats: int) -> None:
         print(f"{name:<11} " + " ".join(f"{cell:>17}" for cell in cells))
 
 
+# Five of IFEval's instructions, and the same with a language check, on an 8,000-token *answer* (instructions grade
+# the text after the reasoning, so the reasoning of the completions above would leave them a few words).
+INSTRUCTIONS = {
+    "instruction_ids": ["punctuation:no_comma", "length_constraints:number_words", "keywords:existence",
+                        "detectable_format:number_highlighted_sections", "length_constraints:number_sentences"],
+    "kwargs": [None, {"num_words": 300, "relation": "at least"}, {"keywords": ["apples", "dollars"]},
+               {"num_highlights": 2}, {"num_sentences": 10, "relation": "at least"}],
+}  # fmt: skip
+LANGUAGE = {"instruction_ids": ["language:response_language"], "kwargs": [{"language": "en"}]}
+
+
+def instructions_in_process(rng: random.Random, repeats: int) -> None:
+    answer = "<think>short</think>" + ". ".join(english(rng, 400) for _ in range(TOKENS * CHARS_PER_TOKEN // 400))
+    print(f"\n1b. instructions in-process, a {TOKENS}-token answer, {repeats} calls each: ms per call (p50 / p99)")
+    cases = {
+        "5 instructions, strict": INSTRUCTIONS,
+        "5 instructions, loose": {**INSTRUCTIONS, "mode": "loose"},
+        "response_language alone": LANGUAGE,
+        "5 + language, strict": {key: INSTRUCTIONS[key] + LANGUAGE[key] for key in INSTRUCTIONS},
+    }
+    for name, spec in cases.items():
+        item = ScoreItem(completion=answer, instructions=spec)
+        options = item.spec("instructions")
+        times = time_calls(lambda i=item, o=options: TEXT["instructions"](i, o), repeats)
+        print(f"{name:<24} {percentile(times, 0.5) * 1e3:7.3f} / {percentile(times, 0.99) * 1e3:7.3f}")
+
+
 def token_ids(text: str) -> list[int]:
     """Stand-in token ids: one per word, the same word the same id (what TRL's n-gram count sees)."""
     vocabulary: dict[str, int] = {}
@@ -287,6 +314,7 @@ def main() -> None:
     )
     texts = completions(random.Random(0))
     in_process(texts, args.repeats)
+    instructions_in_process(random.Random(1), args.repeats)
     against_trl(texts, min(args.repeats, 50))
     with verifier(VERIFIER_MATH_CACHE_SIZE="0") as url, httpx.Client(base_url=url, timeout=300) as client:
         through_service(client, texts, args.requests)

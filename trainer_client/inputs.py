@@ -12,7 +12,13 @@ from pydantic import ValidationError
 
 # How a chat completion becomes the text graded, and a number the text of a gold, are the schema's: the one definition
 # that /v1/score, the trainer routes and the adapters use too.
-from verifier_service.schema import CodeSpec, completion_text, number_text, option_letter, valid_unicode
+from verifier_service.schema import (
+    CodeSpec,
+    completion_text,
+    number_text,
+    option_letter,
+    valid_unicode,
+)
 
 __all__ = [
     "GOLD_FIELDS", "GOLD_READERS", "LETTERS", "answer_gold", "choice_gold", "code_spec", "code_tests", "column",

@@ -46,6 +46,7 @@ PLACEHOLDER_ROWS: dict[str, dict[str, Any]] = {
         "dataset": "basic_arithmetic",
         "entry": {"question": "1?", "answer": "1", "metadata": {"source_dataset": "basic_arithmetic"}},
     },
+    "instructions": {"instruction_ids": ["punctuation:no_comma"]},
 }
 
 Options = dict[str, dict[str, Any]]  # component -> option name -> value

@@ -325,7 +325,7 @@ def label_specs(label: Any, where: str) -> dict[str, Any] | None:
     a gold answer. A label in one of these shapes that cannot be read is `Invalid` at `where`.
 
     >>> label_specs("[{'instruction_id': ['punctuation:no_comma'], 'kwargs': [None]}]", "label")
-    {'instructions': {'instruction_ids': ['punctuation:no_comma'], 'kwargs': [None]}}
+    {'instructions': {'instruction_ids': ['punctuation:no_comma'], 'kwargs': [None], 'grading': 'fraction'}}
     >>> label_specs("72", "label") is None
     True
     """

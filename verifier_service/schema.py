@@ -43,7 +43,7 @@ API_VERSION = "v1"
 # Every component, in the order results list them. A component is a spec model below (a `ComponentSpec`), a field
 # of `ScoreItem` and a scorer in `verifier_service.components`.
 ComponentName = Literal[
-    "math", "code", "choice", "answer", "json_schema", "sql", "procedural",
+    "math", "code", "choice", "answer", "json_schema", "sql", "instructions", "procedural",
     "format", "overlong", "length", "repetition", "language",
 ]  # fmt: skip
 COMPONENTS: tuple[str, ...] = get_args(ComponentName)
@@ -116,6 +116,12 @@ class Verdict(StrEnum):
     PRED_ERROR = "pred_error"  # the predicted query failed (syntax or runtime error)
     NO_SQL = "no_sql"
     GOLD_ERROR = "gold_error"  # cannot judge: the schema or the gold query failed
+    # instructions
+    FOLLOWED = "followed"  # every instruction followed
+    # some instruction not followed; with grading "fraction" the score is the share followed
+    NOT_FOLLOWED = "not_followed"
+    UNKNOWN_INSTRUCTION = "unknown_instruction"  # cannot judge: an instruction id no check has
+    BAD_KWARGS = "bad_kwargs"  # cannot judge: an instruction's kwargs lack a key its check needs, or have a wrong type
 
 
 TEST_VERDICTS = ("passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit")
@@ -309,7 +315,9 @@ _LettersInput = str | _Index | list[str | _Index]
 
 
 Role = Literal["primary", "shaping"]
-PrimaryName = Literal["math", "code", "choice", "answer", "json_schema", "sql", "procedural"]  # judge correctness
+PrimaryName = Literal[
+    "math", "code", "choice", "answer", "json_schema", "sql", "instructions", "procedural"
+]  # the components that judge correctness
 
 
 class ComponentSpec(_Strict):
@@ -961,6 +969,53 @@ class LanguageSpec(ComponentSpec):
     think_tag: str = _think_tag()
 
 
+_KwargValue = str | StrictInt | StrictFloat | StrictBool | None | list[str | StrictInt | StrictFloat]
+MAX_INSTRUCTIONS = 64
+
+
+class InstructionsSpec(ComponentSpec):
+    """IFEval-style verifiable instructions: Google IFEval's 25 checks under their ids and kwargs, and IFEvalG's
+    training-only ones, graded on the answer after the reasoning. `loose` counts an instruction followed when IFEval's
+    loose variants of the answer (first or last line removed, '*' removed) pass it. Language checks are deterministic,
+    and text whose language cannot be decided does not follow them. An unknown id, or kwargs a check cannot use:
+    null."""
+
+    role = "primary"
+    verdicts = (Verdict.FOLLOWED, Verdict.NOT_FOLLOWED, Verdict.UNKNOWN_INSTRUCTION, Verdict.BAD_KWARGS)
+    null_verdicts = (Verdict.UNKNOWN_INSTRUCTION, Verdict.BAD_KWARGS)
+
+    instruction_ids: tuple[Annotated[str, Field(max_length=100)], ...] = Field(
+        ...,
+        min_length=1,
+        max_length=MAX_INSTRUCTIONS,
+        description='The instructions to check, by IFEval id (e.g. "punctuation:no_comma"); GET /v1/components '
+        "lists no ids: README lists them.",
+    )
+    kwargs: tuple[dict[str, _KwargValue] | None, ...] | None = Field(
+        None,
+        description="Each instruction's kwargs, in the order of instruction_ids (null: none); a null value is the same "
+        "as an absent key. Default: none for all.",
+    )
+    grading: Literal["all", "fraction"] = Field(
+        "all", description="all: 1 when every instruction is followed, else 0; fraction: the share followed."
+    )
+    mode: Literal["strict", "loose"] = Field(
+        "strict", description="strict: the answer as it is; loose: IFEval's loose variants (any one passing counts)."
+    )
+    think_tag: str = _think_tag()
+
+    def partial_credit(self) -> bool:
+        return self.grading == "fraction"
+
+    @model_validator(mode="after")
+    def _parallel_kwargs(self) -> InstructionsSpec:
+        if self.kwargs is not None and len(self.kwargs) != len(self.instruction_ids):
+            raise ValueError("kwargs must have one entry (an object or null) per instruction id")
+        if self.kwargs is not None and any(len(one or {}) > 32 for one in self.kwargs):
+            raise ValueError("kwargs may have at most 32 keys per instruction")
+        return self
+
+
 Weight = Annotated[StrictFloat, Field(ge=-WEIGHT_LIMIT, le=WEIGHT_LIMIT, allow_inf_nan=False)]
 
 
@@ -997,6 +1052,7 @@ class ScoreItem(_Strict):
     answer: AnswerSpec | None = None
     json_schema: JsonSchemaSpec | None = None
     sql: SqlSpec | None = None
+    instructions: InstructionsSpec | None = None
     procedural: ProceduralSpec | None = None
     format: FormatOptions | None = None
     overlong: OverlongSpec | None = None

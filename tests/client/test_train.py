@@ -726,6 +726,7 @@ PREFLIGHT_VERDICTS = {
     "choice": "correct",
     "answer": "correct",
     "procedural": "correct",  # basic_arithmetic, answer 1: the box holds it
+    "instructions": "followed",  # its pre-flight instruction is no_comma
     "overlong": "within_budget",
     "length": "correct",
     "repetition": "no_repetition",  # no trigram repeated

@@ -37,8 +37,10 @@ PRIMARIES: dict[str, dict[str, Any]] = {  # name -> its spec; partial: whether a
             "partial_credit": True,
         }
     },
+    "instructions all": {"instructions": {"instruction_ids": ["punctuation:no_comma"]}},
+    "instructions fraction": {"instructions": {"instruction_ids": ["punctuation:no_comma"], "grading": "fraction"}},
 }
-PARTIAL = {"answer f1", "code", "procedural partial"}
+PARTIAL = {"answer f1", "code", "procedural partial", "instructions fraction"}
 SHAPES: dict[str, dict[str, Any]] = {
     "cosine": {"max_tokens": MAX_TOKENS},  # right [0.5, 1], wrong [-1, -0.5]
     "kimi": {"max_tokens": MAX_TOKENS, "correct_short": 0.5, "correct_long": -0.5, "wrong_short": 0.0,

@@ -14,7 +14,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from verifier_service.schema import ComponentResult, ScoreItem
-from verifier_service.scoring import answer, choice, json_schema, language, length, overlong, repetition, think_format
+from verifier_service.scoring import (
+    answer,
+    choice,
+    instructions,
+    json_schema,
+    language,
+    length,
+    overlong,
+    repetition,
+    think_format,
+)
 from verifier_service.scoring.pooled import PooledComponent, Resources
 
 Scorer = Callable[[ScoreItem, Any], ComponentResult]
@@ -24,6 +34,7 @@ GatedScorer = Callable[[ScoreItem, Any, ComponentResult], ComponentResult]
 TEXT: dict[str, Scorer] = {
     "choice": choice.score,
     "answer": answer.score,
+    "instructions": instructions.score,
     "json_schema": json_schema.score,
     "format": think_format.score,
     "overlong": overlong.score,
