@@ -31,7 +31,7 @@ from pydantic import (
 API_VERSION = "v1"
 # Every component, in the order results list them. A component is a spec model below (a `ComponentSpec`), a field
 # of `ScoreItem` and a scorer in `verifier_service.components`.
-ComponentName = Literal["math", "code", "choice", "answer", "format", "overlong", "length", "repetition"]
+ComponentName = Literal["math", "code", "choice", "answer", "format", "overlong", "length", "repetition", "steps"]
 COMPONENTS: tuple[str, ...] = get_args(ComponentName)
 WEIGHT_LIMIT = 1e6  # |weight| at most this: a weighted sum of component scores can never overflow to inf
 
@@ -83,6 +83,10 @@ class Verdict(StrEnum):
     REPETITIVE = "repetitive"
     LOOP = "loop"
     TOO_SHORT = "too_short"
+    # steps
+    VALID = "valid"  # every arithmetic claim checked is right (mean: the share of right ones)
+    INVALID_STEP = "invalid_step"  # some claim is wrong
+    NO_STEPS = "no_steps"  # no arithmetic claim to check: scores 1, nothing to fault
 
 
 TEST_VERDICTS = ("passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit")
@@ -712,6 +716,23 @@ class RepetitionSpec(ComponentSpec):
         return (self.max_penalty, 0.0)
 
 
+class StepsSpec(ComponentSpec):
+    """A process reward without a model: every arithmetic claim written in the completion (`48 / 2 = 24`,
+    GSM8K's `<<48/2=24>>`) checked in exact rational arithmetic. min: 1 when every step is right, else 0; mean: the
+    share of right steps. No steps at all scores 1 (`no_steps`): there is nothing to fault. The result lists `steps`,
+    each claim's character span in the completion and its score."""
+
+    verdicts = (Verdict.VALID, Verdict.INVALID_STEP, Verdict.NO_STEPS)
+
+    aggregate: Literal["min", "mean"] = Field(
+        "min", description="min: 1 only when every step is right; mean: the share of right steps."
+    )
+    scope: Literal["all", "reasoning"] = Field(
+        "all", description="all: the whole completion; reasoning: the reasoning block only."
+    )
+    think_tag: str = _think_tag()
+
+
 Weight = Annotated[StrictFloat, Field(ge=-WEIGHT_LIMIT, le=WEIGHT_LIMIT, allow_inf_nan=False)]
 
 
@@ -750,6 +771,7 @@ class ScoreItem(_Strict):
     overlong: OverlongSpec | None = None
     length: LengthSpec | None = None
     repetition: RepetitionSpec | None = None
+    steps: StepsSpec | None = None
     weights: dict[ComponentName, Weight] | None = Field(
         None,
         description=f"Component name -> weight in the reward (default 1.0 each); finite, |weight| <= {WEIGHT_LIMIT:g}, "

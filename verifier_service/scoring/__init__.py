@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from verifier_service.schema import ComponentResult, ScoreItem
-from verifier_service.scoring import answer, choice, length, overlong, repetition, think_format
+from verifier_service.scoring import answer, choice, length, overlong, repetition, steps, think_format
 from verifier_service.scoring.pooled import PooledComponent, Resources
 
 Scorer = Callable[[ScoreItem, Any], ComponentResult]
@@ -27,6 +27,7 @@ TEXT: dict[str, Scorer] = {
     "format": think_format.score,
     "overlong": overlong.score,
     "repetition": repetition.score,
+    "steps": steps.score,
 }
 BATCHED: dict[str, BatchScorer] = {"repetition": repetition.score_batch}
 GATED: dict[str, GatedScorer] = {"length": length.score}

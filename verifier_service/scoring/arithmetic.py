@@ -1,0 +1,476 @@
+"""Arithmetic claims in text, found and checked exactly: the work behind the `steps` component.
+
+A claim is `left = right` where both sides are arithmetic on written numbers (`48 / 2 = 24`, `$12 × 4 = $48`,
+`\\frac{48}{2} = 24`, GSM8K's `<<48/2=24>>`); a chain `2 + 3 = 5 + 4 = 9` is one claim per `=`, read as running
+totals where the plain reading fails. Values are Fractions, so `0.1 + 0.2 = 0.3` is right and `1/3` is exact.
+
+Only text around an `=` (or `≈`, `<<`) is read, a bounded window on its own line, by one regex whose alternatives
+are single tokens (no nested repetition), so the cost is linear in the text whatever it holds. A claim past the bounds
+(a number of more than `MAX_DIGITS` digits, a value of more than `MAX_BITS` bits, nesting deeper than `MAX_DEPTH`)
+is not a step: it is skipped, never computed at length.
+
+>>> text = "So 48 / 2 = 24 and 3 x 4 = 13."
+>>> [(text[start:end], right) for start, end, right in claims(text)]
+[('48 / 2 = 24', True), ('3 x 4 = 13', False)]
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+MAX_DIGITS = 100  # a longer number is not arithmetic anyone checks by hand
+MAX_BITS = 4096  # the largest numerator or denominator computed
+MAX_DEPTH = 64  # the deepest nesting of brackets and signs parsed
+WINDOW = 300  # characters read before an `=`, and after the last one of a chain
+_FLOAT_NOISE_DIGITS = 15  # a result written with this many significant digits may carry a calculator's float error
+
+_W = r"(?:\\(?:text|mathrm|textrm|mbox)\s*\{[^{}\n]{0,40}\}|[A-Za-z]+)"  # a word, or LaTeX text (a unit)
+_TOKEN = re.compile(
+    r"(?P<ann><<[^<>\n]{1,300}>>)"
+    r"|(?P<num>\d+(?:(?:,\d{3})+(?!\d)(?:\.\d+)?|[.,]\d+)?|\.\d+)"
+    r"|(?P<sup>[⁰¹²³⁴⁵⁶⁷⁸⁹]+)"
+    r"|(?P<eq>==?|≈|≃|\\approx|~)"
+    r"|(?P<op>\*\*|[-+*/×÷·⋅∗^−–]|\\times|\\cdot|\\div(?![A-Za-z]))"
+    r"|(?P<frac>\\[dt]?frac(?![A-Za-z]))"
+    r"|(?P<open>\\left\s*[(\[]|\\\{|[(\[{])"
+    r"|(?P<close>\\right\s*[)\]]|\\\}|[)\]}])"
+    r"|(?P<pct>\\?%)"
+    rf"|(?P<words>{_W}(?:[ \t]+{_W})*)"
+    r"|(?P<tag></?[A-Za-z][\w-]{0,20}>)"
+    r"|(?P<skip>[ \t$€£¥&]+|\\[,;:! $]|\\(?:q?quad|boxed|mathbf|textbf|displaystyle)(?![A-Za-z])|\\left\.|\\right\.)"
+    r"|(?P<other>\\[A-Za-z]+|.)",
+    re.DOTALL,
+)
+_ANCHOR = re.compile(r"=|≈|\\approx|<<")
+_SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹", "0123456789")
+_OPS = {"**": "^", "×": "*", "·": "*", "⋅": "*", "∗": "*", "−": "-", "–": "-", "÷": "/", "\\times": "*", "\\cdot": "*"}
+_OPS["\\div"] = "/"
+_TIMES_WORDS = {"x", "X", "of"}  # `3 x 4`, `20% of 50`: multiplication between two operands
+_CLEAN_BEFORE = frozenset(",;.?\"'")  # punctuation a number may touch and still end a claim ("= 8.")
+_OPERAND_END = {"num", "close", "pct", "sup"}
+
+
+class _Skip(Exception):
+    """The claim is past the bounds, or not arithmetic after all: it is not a step."""
+
+
+@dataclass
+class _Tok:
+    kind: str  # num, op, open, close, pct, sup, frac, eq
+    text: str
+    start: int
+    end: int
+    value: Fraction = Fraction(0)
+    unit: Fraction = Fraction(1)  # num: one unit of its last written digit
+    labelled: bool = False  # num: a unit word follows it before an operator or `=` ("1.5 quarts = 4 * 1.5")
+    approx: bool = False  # eq: ≈
+
+
+@dataclass
+class _Part:
+    """One side of an `=`: its value (percent as /100), its value reading `%` as a unit, where it lies, and when it is
+    one written number, the unit of its last digit."""
+
+    value: Fraction
+    as_unit: Fraction
+    start: int
+    end: int
+    unit: Fraction | None  # a lone number: how precisely it is written
+    digits: int  # a lone number: its significant digits
+    lead: _Tok | None  # a compound side that starts with a number: that number (for running totals)
+    percent: bool
+    labelled: bool = False  # a lone number with a unit word: `6 nephews = 96 / 6` names, it does not claim
+
+
+def claims(text: str) -> list[tuple[int, int, bool]]:
+    """Each arithmetic claim in `text`, in order: (start, end, right)."""
+    found: list[tuple[int, int, bool]] = []
+    pos = 0
+    while (anchor := _ANCHOR.search(text, pos)) is not None:
+        line_start = text.rfind("\n", 0, anchor.start()) + 1
+        start = max(line_start, pos, anchor.start() - WINDOW)
+        line_end = text.find("\n", anchor.end())
+        pos = max(anchor.end(), _read(text, start, len(text) if line_end < 0 else line_end, start > line_start, found))
+    found.sort()
+    return found
+
+
+def _read(text: str, start: int, end: int, cut: bool, found: list[tuple[int, int, bool]]) -> int:
+    """Reads the claims of text[start:end] into `found`; returns where it stopped (a window's length past the last
+    `=`). `cut`: the window starts inside a line, so its first part may be the tail of something longer."""
+    reader = _Reader(cut)
+    for match in _TOKEN.finditer(text, start, end):
+        if not reader.feed(match.lastgroup or "other", match[0], match.start(), match.end(), text, found):
+            return match.start()
+    reader.close(found)
+    return end
+
+
+class _Reader:
+    """Cuts a window's tokens into runs of arithmetic, each ended by prose. Words right after a number and before an
+    operator or `=` are its unit (`16 eggs - 3 eggs`); other words end the run. A run's first part is *tainted*
+    (not a step) where it may continue something before it: after a word, a sign or bracket (`x + 3`, `f(2)`), or
+    anything touching what ended the last run (`3:2`, `\\sqrt{4}`); its last part likewise (`2x`, `5!`)."""
+
+    def __init__(self, cut: bool) -> None:
+        self.segments: list[tuple[list[_Tok], bool, bool]] = []
+        self.tokens: list[_Tok] = []
+        self.tainted = cut
+        self.soft = False  # the taint came from a spaced word: a number after it starts clean
+        self.last_eq = -1
+        self.prev_end = -1
+        self.pending_unit = False  # words after a number: a unit if an operator or `=` follows
+        self.pending_times = False  # `x` after a number: times if a number follows, else a variable
+        self.unit_slash: _Tok | None = None  # `minutes/hour`: the `/` after a unit, before the unit's denominator
+
+    def feed(self, kind: str, piece: str, at: int, stop: int, text: str, found: list[tuple[int, int, bool]]) -> bool:
+        if self.last_eq >= 0 and at > self.last_eq + WINDOW and not self.tokens:
+            return False
+        if kind == "skip":
+            return True
+        if kind == "tag":  # `<think>`, `</answer>`: a clean edge, as a line's end is
+            self.cut(False, False)
+            self.pending_unit = self.pending_times = False
+            return True
+        if kind == "ann":
+            self.last_eq = at
+            if "=" in piece:
+                _read(text, at + 2, stop - 2, False, found)
+            return True
+        spaced = at > self.prev_end
+        self.prev_end = stop
+        if self.pending_times:
+            self.pending_times = False
+            if kind not in ("num", "open", "frac"):
+                self.tokens.pop()  # `2x = 10`: a variable
+                self.cut(True, True)
+        if self.unit_slash is not None and self.tokens and self.tokens[-1] is self.unit_slash and kind == "words":
+            self.tokens.pop()
+            self.pending_unit, self.unit_slash = True, None
+            return True
+        if self.pending_unit:
+            self.pending_unit = False
+            if kind == "op" and piece == "/":
+                self.unit_slash = _Tok("op", "/", at, stop)
+                self.tokens.append(self.unit_slash)
+                return True
+            if kind not in ("op", "eq", "close", "pct"):
+                self.cut(False, True, soft=True)
+            elif self.tokens and self.tokens[-1].kind == "num":
+                self.tokens[-1].labelled = True
+        if kind == "words":
+            self.word(piece, at, stop, spaced)
+        elif kind == "other":
+            self.cut(not spaced and piece not in _CLEAN_BEFORE, True, soft=piece != ":" and piece[0] != "\\")
+        else:
+            if kind == "eq":
+                self.last_eq = at
+            if self.tainted and self.soft and not self.tokens and spaced and kind in ("num", "eq", "open", "frac"):
+                self.tainted = False
+            self.tokens.append(_token(kind, piece, at, stop))
+        return True
+
+    def word(self, piece: str, at: int, stop: int, spaced: bool) -> None:
+        last = self.tokens[-1] if self.tokens else None
+        operand = last is not None and last.kind in _OPERAND_END
+        if piece in _TIMES_WORDS and operand:
+            self.tokens.append(_Tok("op", "*", at, stop))
+            self.pending_times = piece in ("x", "X")
+        elif operand and spaced and len(words := piece.split()) <= 3 and words[-1] in ("x", "X"):
+            self.tokens.append(_Tok("op", "*", at, stop))  # `15 pages x 1/3`
+            self.pending_times = True
+        elif operand and spaced and len(words) <= 2 and min(map(len, words)) > 1:
+            self.pending_unit = True
+        else:
+            self.cut(not spaced, True, soft=spaced and len(piece) > 1)
+
+    def cut(self, last_tainted: bool, next_tainted: bool, soft: bool = False) -> None:
+        if self.tokens and self.tokens[-1].kind == "op":
+            soft = False  # `25 classmates + his 1 teacher + 1 himself`: the sum runs on through the prose
+        if self.tokens:
+            self.segments.append((self.tokens, self.tainted, last_tainted))
+        self.tokens, self.tainted, self.soft = [], next_tainted, soft
+
+    def close(self, found: list[tuple[int, int, bool]]) -> None:
+        if self.pending_times:
+            self.tokens.pop()
+            self.cut(True, False)
+        self.cut(False, False)
+        for tokens, first_tainted, last_tainted in self.segments:
+            _chain(tokens, first_tainted, last_tainted, found)
+
+
+def _token(kind: str | None, piece: str, at: int, stop: int) -> _Tok:
+    if kind == "num":
+        return _number(piece, at, stop)
+    if kind == "op":
+        return _Tok("op", _OPS.get(piece, piece), at, stop)
+    if kind == "sup":
+        return _Tok("sup", piece, at, stop, Fraction(int(piece.translate(_SUPERSCRIPT))))
+    if kind == "eq":
+        return _Tok("eq", "=", at, stop, approx=piece not in ("=", "=="))
+    return _Tok(kind or "other", piece, at, stop)
+
+
+def _number(piece: str, at: int, stop: int) -> _Tok:
+    """A written number: `1,500` groups thousands (a comma and exactly three digits), `2,5` is a decimal comma."""
+    if len(piece) > MAX_DIGITS or (len(piece) > 1 and piece[0] == "0" and piece[1].isdigit()):
+        return _Tok("big", piece, at, stop)  # too long to check, or `0130 hours`: a clock time or a code
+    if "," in piece and "." not in piece and not re.fullmatch(r"\d+(?:,\d{3})+", piece):
+        piece = piece.replace(",", ".")
+    plain = piece.replace(",", "")
+    decimals = len(plain) - plain.index(".") - 1 if "." in plain else 0
+    return _Tok("num", plain, at, stop, Fraction(plain), Fraction(1, 10**decimals))
+
+
+def _chain(tokens: list[_Tok], first_tainted: bool, last_tainted: bool, found: list[tuple[int, int, bool]]) -> None:
+    """The claims of one run of arithmetic: `p0 = p1 = ... = pn`, each `=` a claim."""
+    if not any(token.kind == "eq" for token in tokens):
+        return
+    groups: list[list[_Tok]] = [[]]
+    approx: list[bool] = []
+    for token in tokens:
+        if token.kind != "eq":
+            groups[-1].append(token)
+        elif groups[-1]:
+            groups.append([])
+            approx.append(token.approx)
+        elif approx:
+            approx[-1] = approx[-1] or token.approx  # `==`, `=~`: one relation
+        else:
+            first_tainted = False  # `x = 5 + 3 = 8`: nothing before the first `=`; the claim starts after it
+    if len(groups) < 2:
+        return
+    groups[0] = _strip(groups[0], "open")
+    groups[-1] = _strip(groups[-1], "close")
+    parts = [_part(group) for group in groups]
+    if first_tainted:
+        parts[0] = None
+    if last_tainted:
+        parts[-1] = None
+    compound = any(part is not None and part.unit is None for part in parts)
+    for left, right, loose in zip(parts, parts[1:], approx, strict=False):
+        if left is None or right is None:
+            continue
+        if not compound and not (left.percent or right.percent):
+            continue  # `n = 12`, `1 hour = 60 minutes`: a lone number on each side says no arithmetic
+        if left.labelled or (left.unit is not None and right.unit is None):
+            continue  # `Drop 8 degrees = 2 - 8`, `48 = 100% + 20%`: a label for the sum that follows
+        end, right_ok = right.end, _agree(left, right, loose)
+        if not right_ok and right.lead is not None:  # running total: `2 + 3 = 5 + 4 = 9`
+            lead = _lone(right.lead)
+            if _agree(left, lead, loose):
+                end, right_ok = right.lead.end, True
+        found.append((left.start, end, right_ok))
+
+
+def _strip(group: list[_Tok], kind: str) -> list[_Tok]:
+    """Brackets left open at the start (or closed at the end) of a run belong to the prose around it: `(2 + 3 = 5)`."""
+    depth = 0
+    for token in group:
+        depth += (token.kind == "open") - (token.kind == "close")
+    if kind == "open":
+        while depth > 0 and group and group[0].kind == "open":
+            group, depth = group[1:], depth - 1
+    else:
+        while depth < 0 and group and group[-1].kind == "close":
+            group, depth = group[:-1], depth + 1
+    return group
+
+
+def _tight(tokens: list[_Tok], at: int) -> bool:
+    """Whether the operator at `at` touches both its neighbours: `1/3` in `25 / 1/3`."""
+    return 0 < at < len(tokens) - 1 and tokens[at - 1].end == tokens[at].start and tokens[at].end == tokens[at + 1].start
+
+
+def _range(group: list[_Tok]) -> bool:
+    """`Weeks 1-2`, `pages 3-4`: two whole numbers joined by a touching hyphen, the first smaller, read as a range."""
+    if len(group) != 3 or group[1].text != "-" or not _tight(group, 1):
+        return False
+    low, high = group[0].value, group[2].value
+    return group[0].kind == group[2].kind == "num" and low.denominator == high.denominator == 1 and low < high
+
+
+def _lone(token: _Tok) -> _Part:
+    return _Part(token.value, token.value, token.start, token.end, token.unit, _significant(token.text), None, False)
+
+
+def _significant(digits: str) -> int:
+    return len(digits.replace(".", "").lstrip("0"))
+
+
+def _part(group: list[_Tok]) -> _Part | None:
+    """One side's value, or None where it is not arithmetic (a word inside, a bracket left open, past the bounds)."""
+    if not group or any(token.kind in ("big", "other") for token in group):
+        return None
+    if _range(group):
+        return None
+    percent = any(token.kind == "pct" for token in group)
+    try:
+        value = _Parser(group, 100).parse()
+        as_unit = _Parser(group, 1).parse() if percent else value
+    except (_Skip, ZeroDivisionError):
+        return None
+    body = [token for token in group if token.kind != "pct"]
+    signs = body[:-1]
+    lone = body[-1].kind == "num" and all(token.kind == "op" and token.text in "+-" for token in signs) and len(signs) < 2
+    unit = digits = None
+    if lone:
+        unit = body[-1].unit / (100 if percent else 1)
+        digits = _significant(body[-1].text)
+    lead = group[0] if not lone and group[0].kind == "num" and len(group) > 1 and group[1].kind == "op" else None
+    labelled = lone and body[-1].labelled
+    return _Part(value, as_unit, group[0].start, group[-1].end, unit, digits or 0, lead, percent, labelled)
+
+
+def _agree(left: _Part, right: _Part, loose: bool) -> bool:
+    """Whether the two sides are equal: exactly, or as a lone number written to fewer decimals rounds it, or (`≈`)
+    within one unit of its last digit or 1%; a side with `%` is also read with `%` as a unit (`100 - 20 = 80%`)."""
+    pairs = [(left.value, right.value, False)]
+    if left.percent or right.percent:
+        pairs.append((left.as_unit, right.as_unit, True))
+    for a, b, as_unit in pairs:
+        if a == b:
+            return True
+        for exact, written, side in ((a, b, right), (b, a, left)):
+            if side.unit is not None and _rounds_to(exact, written, side, loose, 100 if as_unit and side.percent else 1):
+                return True
+        if loose and abs(a - b) <= abs(a) / 100:
+            return True
+    return False
+
+
+def _rounds_to(exact: Fraction, written: Fraction, side: _Part, loose: bool, scale: int) -> bool:
+    assert side.unit is not None
+    unit = side.unit * scale
+    error = abs(exact - written)
+    if loose:
+        return error <= unit
+    if side.digits >= _FLOAT_NOISE_DIGITS and error <= abs(exact) * Fraction(1, 10**12):
+        return True  # a calculator's float: `0.1 + 0.2 = 0.30000000000000004`
+    fewer = (exact / unit).denominator != 1  # the exact value needs more decimals than were written
+    return fewer and 2 * error <= unit
+
+
+class _Parser:
+    """Recursive descent over one side's tokens: + - (binary and unary), * / (also `x`, `of`), ^ and superscripts
+    (right-assoc), postfix %, brackets and `\\frac{a}{b}`. The whole side must parse."""
+
+    def __init__(self, tokens: list[_Tok], percent: int) -> None:
+        self.tokens, self.at, self.percent, self.depth = tokens, 0, percent, 0
+
+    def parse(self) -> Fraction:
+        value = self.sum()
+        if self.at != len(self.tokens):
+            raise _Skip
+        return value
+
+    def peek(self) -> _Tok | None:
+        return self.tokens[self.at] if self.at < len(self.tokens) else None
+
+    def take(self, kind: str, text: str | None = None) -> bool:
+        token = self.peek()
+        if token is not None and token.kind == kind and (text is None or token.text == text):
+            self.at += 1
+            return True
+        return False
+
+    def sum(self) -> Fraction:
+        value = self.product()
+        while (token := self.peek()) is not None and token.kind == "op" and token.text in "+-":
+            self.at += 1
+            other = self.product()
+            value = value + other if token.text == "+" else value - other
+            _bounded(value)
+        return value
+
+    def product(self) -> Fraction:
+        value = self.unary()
+        while (token := self.peek()) is not None and token.kind == "op" and token.text in "*/":
+            spaced = not _tight(self.tokens, self.at)
+            self.at += 1
+            other = self.fraction() if spaced else None
+            other = self.unary() if other is None else other
+            value = value * other if token.text == "*" else value / other
+            _bounded(value)
+        return value
+
+    def fraction(self) -> Fraction | None:
+        """A touching `b/c` after a spaced operator is one number: `25 / 1/3` is 25 divided by a third."""
+        tokens, at = self.tokens, self.at
+        if at + 2 < len(tokens) and tokens[at].kind == tokens[at + 2].kind == "num" and tokens[at + 1].text == "/":
+            if _tight(tokens, at + 1) and (at + 3 == len(tokens) or tokens[at + 3].kind in ("op", "close")):
+                self.at += 3
+                return tokens[at].value / tokens[at + 2].value
+        return None
+
+    def unary(self) -> Fraction:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise _Skip
+        if self.take("op", "-"):
+            value = -self.unary()
+        elif self.take("op", "+"):
+            value = self.unary()
+        else:
+            value = self.power()
+        self.depth -= 1
+        return value
+
+    def power(self) -> Fraction:
+        base = self.postfix()
+        if self.take("op", "^"):
+            return _power(base, self.unary())
+        return base
+
+    def postfix(self) -> Fraction:
+        value = self.atom()
+        while (token := self.peek()) is not None and token.kind in ("pct", "sup"):
+            self.at += 1
+            value = value / self.percent if token.kind == "pct" else _power(value, token.value)
+        return value
+
+    def atom(self) -> Fraction:
+        token = self.peek()
+        if token is None:
+            raise _Skip
+        self.at += 1
+        if token.kind == "num":
+            return token.value
+        if token.kind == "frac":
+            return self.braced() / self.braced()
+        if token.kind == "open":
+            self.at -= 1
+            return self.braced()
+        raise _Skip
+
+    def braced(self) -> Fraction:
+        if not self.take("open"):
+            raise _Skip
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise _Skip
+        value = self.sum()
+        if not self.take("close"):
+            raise _Skip
+        self.depth -= 1
+        return value
+
+
+def _bounded(value: Fraction) -> None:
+    if value.numerator.bit_length() > MAX_BITS or value.denominator.bit_length() > MAX_BITS:
+        raise _Skip
+
+
+def _power(base: Fraction, exponent: Fraction) -> Fraction:
+    """base ** exponent for an integer exponent whose result stays within `MAX_BITS`; anything else is no step."""
+    if exponent.denominator != 1 or (base == 0 and exponent < 0):
+        raise _Skip
+    size = max(base.numerator.bit_length(), base.denominator.bit_length(), 1)
+    if abs(exponent) * size > MAX_BITS + size:
+        raise _Skip
+    value = base**exponent.numerator
+    _bounded(value)
+    return Fraction(value)
