@@ -43,7 +43,7 @@ _TOKEN = re.compile(
     r"|(?P<other>\\[A-Za-z]+|.)",
     re.DOTALL,
 )
-_ANCHOR = re.compile(r"=|≈|\\approx|<<")
+_ANCHOR = re.compile(r"=|≈|≃|~|\\approx|<<")
 _SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹", "0123456789")
 _OPS = {"**": "^", "×": "*", "·": "*", "⋅": "*", "∗": "*", "−": "-", "–": "-", "÷": "/", "\\times": "*", "\\cdot": "*"}
 _OPS["\\div"] = "/"
@@ -97,10 +97,11 @@ def claims(text: str) -> list[tuple[int, int, bool]]:
     return found
 
 
-def _read(text: str, start: int, end: int, cut: bool, found: list[tuple[int, int, bool]]) -> int:
+def _read(text: str, start: int, end: int, cut: bool, found: list[tuple[int, int, bool]], sure: bool = False) -> int:
     """Reads the claims of text[start:end] into `found`; returns where it stopped (a window's length past the last
-    `=`). `cut`: the window starts inside a line, so its first part may be the tail of something longer."""
-    reader = _Reader(cut)
+    `=`). `cut`: the window starts inside a line, so its first part may be the tail of something longer. `sure`: a
+    calculator annotation, where every `=` is a calculation (`<<100=100>>` too)."""
+    reader = _Reader(cut, sure)
     for match in _TOKEN.finditer(text, start, end):
         if not reader.feed(match.lastgroup or "other", match[0], match.start(), match.end(), text, found):
             return match.start()
@@ -114,7 +115,8 @@ class _Reader:
     (not a step) where it may continue something before it: after a word, a sign or bracket (`x + 3`, `f(2)`), or
     anything touching what ended the last run (`3:2`, `\\sqrt{4}`); its last part likewise (`2x`, `5!`)."""
 
-    def __init__(self, cut: bool) -> None:
+    def __init__(self, cut: bool, sure: bool) -> None:
+        self.sure = sure
         self.segments: list[tuple[list[_Tok], bool, bool]] = []
         self.tokens: list[_Tok] = []
         self.tainted = cut
@@ -123,7 +125,6 @@ class _Reader:
         self.prev_end = -1
         self.pending_unit = False  # words after a number: a unit if an operator or `=` follows
         self.pending_times = False  # `x` after a number: times if a number follows, else a variable
-        self.unit_slash: _Tok | None = None  # `minutes/hour`: the `/` after a unit, before the unit's denominator
 
     def feed(self, kind: str, piece: str, at: int, stop: int, text: str, found: list[tuple[int, int, bool]]) -> bool:
         if self.last_eq >= 0 and at > self.last_eq + WINDOW and not self.tokens:
@@ -137,7 +138,7 @@ class _Reader:
         if kind == "ann":
             self.last_eq = at
             if "=" in piece:
-                _read(text, at + 2, stop - 2, False, found)
+                _read(text, at + 2, stop - 2, False, found, sure=True)
             return True
         spaced = at > self.prev_end
         self.prev_end = stop
@@ -146,16 +147,10 @@ class _Reader:
             if kind not in ("num", "open", "frac"):
                 self.tokens.pop()  # `2x = 10`: a variable
                 self.cut(True, True)
-        if self.unit_slash is not None and self.tokens and self.tokens[-1] is self.unit_slash and kind == "words":
-            self.tokens.pop()
-            self.pending_unit, self.unit_slash = True, None
-            return True
         if self.pending_unit:
             self.pending_unit = False
-            if kind == "op" and piece == "/":
-                self.unit_slash = _Tok("op", "/", at, stop)
-                self.tokens.append(self.unit_slash)
-                return True
+            if kind == "op" and not spaced and piece != "/":
+                kind = "other"  # `Post-it`: a hyphen inside words
             if kind not in ("op", "eq", "close", "pct"):
                 self.cut(False, True, soft=True)
             elif self.tokens and self.tokens[-1].kind == "num":
@@ -163,7 +158,8 @@ class _Reader:
         if kind == "words":
             self.word(piece, at, stop, spaced)
         elif kind == "other":
-            self.cut(not spaced and piece not in _CLEAN_BEFORE, True, soft=piece != ":" and piece[0] != "\\")
+            ratio = piece == ":" and not spaced and bool(self.tokens) and self.tokens[-1].kind == "num"
+            self.cut(not spaced and piece not in _CLEAN_BEFORE, ratio or piece[0] == "\\", soft=True)
         else:
             if kind == "eq":
                 self.last_eq = at
@@ -175,16 +171,22 @@ class _Reader:
     def word(self, piece: str, at: int, stop: int, spaced: bool) -> None:
         last = self.tokens[-1] if self.tokens else None
         operand = last is not None and last.kind in _OPERAND_END
+        words = piece.split()
+        unit_like = len(words) <= 3 and min(map(len, words)) > 1
+        per = last is not None and last.text == "/" and len(self.tokens) > 1 and self.tokens[-2].kind in _OPERAND_END
+        if per and (unit_like or (len(words) > 1 and words[-1] in ("x", "X"))):
+            self.tokens.pop()  # `$30/packet`, `kg/day`: the unit's denominator
+            operand, spaced = True, True
         if piece in _TIMES_WORDS and operand:
             self.tokens.append(_Tok("op", "*", at, stop))
             self.pending_times = piece in ("x", "X")
-        elif operand and spaced and len(words := piece.split()) <= 3 and words[-1] in ("x", "X"):
+        elif operand and spaced and len(words) <= 4 and words[-1] in ("x", "X"):
             self.tokens.append(_Tok("op", "*", at, stop))  # `15 pages x 1/3`
             self.pending_times = True
-        elif operand and spaced and len(words) <= 2 and min(map(len, words)) > 1:
+        elif operand and spaced and unit_like:
             self.pending_unit = True
         else:
-            self.cut(not spaced, True, soft=spaced and len(piece) > 1)
+            self.cut(not spaced, True, soft=words[-1] not in ("x", "X"))  # `¾ x 3/3`: a product of something unread
 
     def cut(self, last_tainted: bool, next_tainted: bool, soft: bool = False) -> None:
         if self.tokens and self.tokens[-1].kind == "op":
@@ -199,7 +201,7 @@ class _Reader:
             self.cut(True, False)
         self.cut(False, False)
         for tokens, first_tainted, last_tainted in self.segments:
-            _chain(tokens, first_tainted, last_tainted, found)
+            _chain(tokens, first_tainted, last_tainted, found, self.sure)
 
 
 def _token(kind: str | None, piece: str, at: int, stop: int) -> _Tok:
@@ -225,7 +227,9 @@ def _number(piece: str, at: int, stop: int) -> _Tok:
     return _Tok("num", plain, at, stop, Fraction(plain), Fraction(1, 10**decimals))
 
 
-def _chain(tokens: list[_Tok], first_tainted: bool, last_tainted: bool, found: list[tuple[int, int, bool]]) -> None:
+def _chain(
+    tokens: list[_Tok], first_tainted: bool, last_tainted: bool, found: list[tuple[int, int, bool]], sure: bool
+) -> None:
     """The claims of one run of arithmetic: `p0 = p1 = ... = pn`, each `=` a claim."""
     if not any(token.kind == "eq" for token in tokens):
         return
@@ -254,9 +258,11 @@ def _chain(tokens: list[_Tok], first_tainted: bool, last_tainted: bool, found: l
     for left, right, loose in zip(parts, parts[1:], approx, strict=False):
         if left is None or right is None:
             continue
-        if not compound and not (left.percent or right.percent):
+        if sure:
+            pass
+        elif not compound and not (left.percent or right.percent):
             continue  # `n = 12`, `1 hour = 60 minutes`: a lone number on each side says no arithmetic
-        if left.labelled or (left.unit is not None and right.unit is None):
+        elif left.labelled or (left.unit is not None and right.unit is None):
             continue  # `Drop 8 degrees = 2 - 8`, `48 = 100% + 20%`: a label for the sum that follows
         end, right_ok = right.end, _agree(left, right, loose)
         if not right_ok and right.lead is not None:  # running total: `2 + 3 = 5 + 4 = 9`
@@ -282,7 +288,9 @@ def _strip(group: list[_Tok], kind: str) -> list[_Tok]:
 
 def _tight(tokens: list[_Tok], at: int) -> bool:
     """Whether the operator at `at` touches both its neighbours: `1/3` in `25 / 1/3`."""
-    return 0 < at < len(tokens) - 1 and tokens[at - 1].end == tokens[at].start and tokens[at].end == tokens[at + 1].start
+    return (
+        0 < at < len(tokens) - 1 and tokens[at - 1].end == tokens[at].start and tokens[at].end == tokens[at + 1].start
+    )
 
 
 def _range(group: list[_Tok]) -> bool:
@@ -315,7 +323,9 @@ def _part(group: list[_Tok]) -> _Part | None:
         return None
     body = [token for token in group if token.kind != "pct"]
     signs = body[:-1]
-    lone = body[-1].kind == "num" and all(token.kind == "op" and token.text in "+-" for token in signs) and len(signs) < 2
+    lone = (
+        body[-1].kind == "num" and all(token.kind == "op" and token.text in "+-" for token in signs) and len(signs) < 2
+    )
     unit = digits = None
     if lone:
         unit = body[-1].unit / (100 if percent else 1)
@@ -335,7 +345,9 @@ def _agree(left: _Part, right: _Part, loose: bool) -> bool:
         if a == b:
             return True
         for exact, written, side in ((a, b, right), (b, a, left)):
-            if side.unit is not None and _rounds_to(exact, written, side, loose, 100 if as_unit and side.percent else 1):
+            if side.unit is not None and _rounds_to(
+                exact, written, side, loose, 100 if as_unit and side.percent else 1
+            ):
                 return True
         if loose and abs(a - b) <= abs(a) / 100:
             return True
@@ -400,10 +412,10 @@ class _Parser:
     def fraction(self) -> Fraction | None:
         """A touching `b/c` after a spaced operator is one number: `25 / 1/3` is 25 divided by a third."""
         tokens, at = self.tokens, self.at
-        if at + 2 < len(tokens) and tokens[at].kind == tokens[at + 2].kind == "num" and tokens[at + 1].text == "/":
-            if _tight(tokens, at + 1) and (at + 3 == len(tokens) or tokens[at + 3].kind in ("op", "close")):
-                self.at += 3
-                return tokens[at].value / tokens[at + 2].value
+        shaped = at + 2 < len(tokens) and tokens[at].kind == tokens[at + 2].kind == "num" and tokens[at + 1].text == "/"
+        if shaped and _tight(tokens, at + 1) and (at + 3 == len(tokens) or tokens[at + 3].kind in ("op", "close")):
+            self.at += 3
+            return tokens[at].value / tokens[at + 2].value
         return None
 
     def unary(self) -> Fraction:
@@ -469,7 +481,7 @@ def _power(base: Fraction, exponent: Fraction) -> Fraction:
     if exponent.denominator != 1 or (base == 0 and exponent < 0):
         raise _Skip
     size = max(base.numerator.bit_length(), base.denominator.bit_length(), 1)
-    if abs(exponent) * size > MAX_BITS + size:
+    if abs(exponent) * (size - 1) > MAX_BITS:
         raise _Skip
     value = base**exponent.numerator
     _bounded(value)

@@ -33,7 +33,9 @@ def score(item: ScoreItem, spec: StepsSpec) -> ComponentResult:
     found = claims(text)
     steps = tuple(StepScore(start=begin + start, end=begin + stop, score=float(right)) for start, stop, right in found)
     if not steps:
-        return ComponentResult(score=1.0, verdict=Verdict.NO_STEPS.value, detail="no arithmetic step to check", steps=())
+        return ComponentResult(
+            score=1.0, verdict=Verdict.NO_STEPS.value, detail="no arithmetic step to check", steps=()
+        )
     right = sum(1 for _, _, ok in found if ok)
     if right == len(steps):
         detail = f"all {len(steps)} arithmetic steps are right"
