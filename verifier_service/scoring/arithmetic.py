@@ -322,13 +322,17 @@ def _significant(digits: str) -> int:
 
 def _part(group: list[_Tok]) -> _Part | None:
     """One side's value, or None where it is not arithmetic (a word inside, a bracket left open, past the bounds)."""
-    if not group or any(token.kind in ("big", "other") for token in group):
-        return None
-    if _range(group):
+    if len(group) == 1 and group[0].kind == "num":  # the commonest side, a lone number: no parsing
+        token = group[0]
+        return _Part(token.value, token.value, token.start, token.end, token.unit, _significant(token.text), None, False,
+                     token.labelled)  # fmt: skip
+    if not group or any(token.kind in ("big", "other") for token in group) or _range(group):
         return None
     percent = any(token.kind == "pct" for token in group)
     try:
-        value = _Parser(group, 100).parse()
+        value = _flat(group)
+        if value is None:
+            value = _Parser(group, 100).parse()
         as_unit = _Parser(group, 1).parse() if percent else value
     except (_Skip, ZeroDivisionError):
         return None
@@ -346,6 +350,33 @@ def _part(group: list[_Tok]) -> _Part | None:
     return _Part(value, as_unit, group[0].start, group[-1].end, unit, digits or 0, lead, percent, labelled)
 
 
+def _flat(group: list[_Tok]) -> Number | None:
+    """`a op b op c ...` with + - * / only and no touching fraction (`25 / 1/3`), in one pass; None for any other
+    shape, which the parser reads. Most written steps have this shape."""
+    if len(group) % 2 == 0 or len(group) > 2 * MAX_DEPTH:
+        return None
+    for at in range(1, len(group), 2):
+        token = group[at]
+        if token.kind != "op" or token.text not in "+-*/" or group[at - 1].kind != "num":
+            return None
+        if token.text == "/" and _tight(group, at) and at >= 3 and not _tight(group, at - 2):
+            return None
+    if group[-1].kind != "num":
+        return None
+    total: Number = 0
+    sign, term = 1, group[0].value
+    for at in range(1, len(group), 2):
+        operator, operand = group[at].text, group[at + 1].value
+        if operator == "*":
+            term = term * operand
+        elif operator == "/":
+            term = _divide(term, operand)
+        else:
+            total, sign, term = total + sign * term, (1 if operator == "+" else -1), operand
+        _bounded(term)
+    return total + sign * term
+
+
 def _agree(left: _Part, right: _Part, loose: bool) -> bool:
     """Whether the two sides are equal: exactly, or as a lone number written to fewer decimals rounds it, or (`≈`)
     within one unit of its last digit or 1%; a side with `%` is also read with `%` as a unit (`100 - 20 = 80%`)."""
@@ -360,7 +391,7 @@ def _agree(left: _Part, right: _Part, loose: bool) -> bool:
                 exact, written, side, loose, 100 if as_unit and side.percent else 1
             ):
                 return True
-        if loose and 100 * abs(a - b) <= abs(a):
+        if loose and 100 * abs(Fraction(a) - b) <= abs(Fraction(a)):
             return True
     return False
 
@@ -371,7 +402,7 @@ def _rounds_to(exact: Number, written: Number, side: _Part, loose: bool, scale: 
     error = abs(Fraction(exact) - written)
     if loose:
         return error <= unit
-    if side.digits >= _FLOAT_NOISE_DIGITS and error <= abs(exact) * Fraction(1, 10**12):
+    if side.digits >= _FLOAT_NOISE_DIGITS and error <= abs(Fraction(exact)) / 10**12:
         return True  # a calculator's float: `0.1 + 0.2 = 0.30000000000000004`
     fewer = _divide(exact, unit).denominator != 1  # the exact value needs more decimals than were written
     return fewer and 2 * error <= unit
@@ -492,7 +523,7 @@ def _power(base: Number, exponent: Number) -> Number:
     if exponent.denominator != 1 or (base == 0 and exponent < 0):
         raise _Skip
     size = max(base.numerator.bit_length(), base.denominator.bit_length(), 1)
-    if abs(exponent) * (size - 1) > MAX_BITS:
+    if abs(exponent.numerator) * (size - 1) > MAX_BITS:
         raise _Skip
     power = exponent.numerator
     value: Number = base**power if isinstance(base, int) and power >= 0 else Fraction(base) ** power
