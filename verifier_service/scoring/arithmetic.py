@@ -313,7 +313,8 @@ def _range(group: list[_Tok]) -> bool:
 
 
 def _lone(token: _Tok) -> _Part:
-    return _Part(token.value, token.value, token.start, token.end, token.unit, _significant(token.text), None, False)
+    digits = _significant(token.text)
+    return _Part(token.value, token.value, token.start, token.end, token.unit, digits, None, False, token.labelled)
 
 
 def _significant(digits: str) -> int:
@@ -323,9 +324,7 @@ def _significant(digits: str) -> int:
 def _part(group: list[_Tok]) -> _Part | None:
     """One side's value, or None where it is not arithmetic (a word inside, a bracket left open, past the bounds)."""
     if len(group) == 1 and group[0].kind == "num":  # the commonest side, a lone number: no parsing
-        token = group[0]
-        return _Part(token.value, token.value, token.start, token.end, token.unit, _significant(token.text), None, False,
-                     token.labelled)  # fmt: skip
+        return _lone(group[0])
     if not group or any(token.kind in ("big", "other") for token in group) or _range(group):
         return None
     percent = any(token.kind == "pct" for token in group)
