@@ -51,7 +51,7 @@ def check_components(components: Sequence[str]) -> None:
     Traceback (most recent call last):
     ...
     ValueError: unknown component 'fromat'; did you mean 'format'? Components: math, code, choice, answer, format, \
-overlong, length, repetition
+overlong, length, repetition, steps
     """
     for name in components:
         if name not in SPECS:

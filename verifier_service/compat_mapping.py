@@ -38,7 +38,7 @@ QUERY_WITHOUT_PROMPT = (
     "told apart from it"
 )
 GOLD_COMPONENTS = ("math", "choice", "answer")  # a gold label is their `gold`
-PLAIN_COMPONENTS = ("format", "repetition")  # need no options
+PLAIN_COMPONENTS = ("format", "repetition", "steps")  # need no options
 JUDGED = "verifier_judged"  # 1.0, or 0.0 when the reward is a fallback (or NeMo's masked 0.0)
 STRIP_WINDOW = 4096  # special tokens are stripped from this many final characters at most
 SPEC_OR_GOLD = "a gold answer (a string or a number), or component specs (an object, or a JSON string of one)"
