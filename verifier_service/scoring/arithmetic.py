@@ -2,12 +2,13 @@
 
 A claim is `left = right` where both sides are arithmetic on written numbers (`48 / 2 = 24`, `$12 × 4 = $48`,
 `\\frac{48}{2} = 24`, GSM8K's `<<48/2=24>>`); a chain `2 + 3 = 5 + 4 = 9` is one claim per `=`, read as running
-totals where the plain reading fails. Values are Fractions, so `0.1 + 0.2 = 0.3` is right and `1/3` is exact.
+totals where the plain reading fails. Values are exact (scoring/exact.py: ints and Fractions), so `0.1 + 0.2 = 0.3`
+is right and `1/3` is a third.
 
-Only text around an `=` (or `≈`, `<<`) is read, a bounded window on its own line, by one regex whose alternatives
-are single tokens (no nested repetition), so the cost is linear in the text whatever it holds. A claim past the bounds
-(a number of more than `MAX_DIGITS` digits, a value of more than `MAX_BITS` bits, nesting deeper than `MAX_DEPTH`)
-is not a step: it is skipped, never computed at length.
+Only text around an `=` (or `≈`, `~`, `<<`) is read, a bounded window on its own line, by one regex whose
+alternatives each match one token and whose repetitions cannot match the same text two ways (nothing to backtrack
+into), so the cost is linear in the text whatever it holds. A claim past the bounds (a number of more than 100 digits,
+a value of more than 4,096 bits, nesting deeper than 64) is not a step: it is skipped, never computed at length.
 
 >>> text = "So 48 / 2 = 24 and 3 x 4 = 13."
 >>> [(text[start:end], right) for start, end, right in claims(text)]
@@ -20,10 +21,8 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-Number = int | Fraction  # a value: an int while it is whole (much cheaper), else a Fraction
-MAX_DIGITS = 100  # a longer number is not arithmetic anyone checks by hand
-MAX_BITS = 4096  # the largest numerator or denominator computed
-MAX_DEPTH = 64  # the deepest nesting of brackets and signs parsed
+from verifier_service.scoring.exact import MAX_DIGITS, Number, Skip, Tok, divide, evaluate, tight
+
 WINDOW = 300  # characters read before an `=`, and after the last one of a chain
 _FLOAT_NOISE_DIGITS = 15  # a result written with this many significant digits may carry a calculator's float error
 
@@ -53,30 +52,6 @@ _CLEAN_BEFORE = frozenset(",;.?\"'")  # punctuation a number may touch and still
 _OPERAND_END = {"num", "close", "pct", "sup"}
 
 
-def _divide(a: Number, b: Number) -> Number:
-    """a / b exactly; an int while it divides evenly."""
-    if isinstance(a, int) and isinstance(b, int):
-        whole, rest = divmod(a, b)
-        return whole if rest == 0 else Fraction(a, b)
-    return Fraction(a) / b
-
-
-class _Skip(Exception):
-    """The claim is past the bounds, or not arithmetic after all: it is not a step."""
-
-
-@dataclass
-class _Tok:
-    kind: str  # num, op, open, close, pct, sup, frac, eq
-    text: str
-    start: int
-    end: int
-    value: Number = 0
-    unit: Number = 1  # num: one unit of its last written digit
-    labelled: bool = False  # num: a unit word follows it before an operator or `=` ("1.5 quarts = 4 * 1.5")
-    approx: bool = False  # eq: ≈
-
-
 @dataclass
 class _Part:
     """One side of an `=`: its value (percent as /100), its value reading `%` as a unit, where it lies, and when it is
@@ -88,7 +63,7 @@ class _Part:
     end: int
     unit: Number | None  # a lone number: how precisely it is written
     digits: int  # a lone number: its significant digits
-    lead: _Tok | None  # a compound side that starts with a number: that number (for running totals)
+    lead: Tok | None  # a compound side that starts with a number: that number (for running totals)
     percent: bool
     labelled: bool = False  # a lone number with a unit word: `6 nephews = 96 / 6` names, it does not claim
 
@@ -126,8 +101,8 @@ class _Reader:
 
     def __init__(self, cut: bool, sure: bool) -> None:
         self.sure = sure
-        self.segments: list[tuple[list[_Tok], bool, bool]] = []
-        self.tokens: list[_Tok] = []
+        self.segments: list[tuple[list[Tok], bool, bool]] = []
+        self.tokens: list[Tok] = []
         self.tainted = cut
         self.soft = False  # the taint came from a spaced word: a number after it starts clean
         self.last_eq = -1
@@ -187,10 +162,10 @@ class _Reader:
             self.tokens.pop()  # `$30/packet`, `kg/day`: the unit's denominator
             operand, spaced = True, True
         if piece in _TIMES_WORDS and operand:
-            self.tokens.append(_Tok("op", "*", at, stop))
+            self.tokens.append(Tok("op", "*", at, stop))
             self.pending_times = piece in ("x", "X")
         elif operand and spaced and len(words) <= 4 and words[-1] in ("x", "X"):
-            self.tokens.append(_Tok("op", "*", at, stop))  # `15 pages x 1/3`
+            self.tokens.append(Tok("op", "*", at, stop))  # `15 pages x 1/3`
             self.pending_times = True
         elif operand and spaced and unit_like:
             self.pending_unit = True
@@ -213,38 +188,38 @@ class _Reader:
             _chain(tokens, first_tainted, last_tainted, found, self.sure)
 
 
-def _token(kind: str | None, piece: str, at: int, stop: int) -> _Tok:
+def _token(kind: str | None, piece: str, at: int, stop: int) -> Tok:
     if kind == "num":
         return _number(piece, at, stop)
     if kind == "op":
-        return _Tok("op", _OPS.get(piece, piece), at, stop)
+        return Tok("op", _OPS.get(piece, piece), at, stop)
     if kind == "sup":
-        return _Tok("sup", piece, at, stop, int(piece.translate(_SUPERSCRIPT)))
+        return Tok("sup", piece, at, stop, int(piece.translate(_SUPERSCRIPT)))
     if kind == "eq":
-        return _Tok("eq", "=", at, stop, approx=piece not in ("=", "=="))
-    return _Tok(kind or "other", piece, at, stop)
+        return Tok("eq", "=", at, stop, approx=piece not in ("=", "=="))
+    return Tok(kind or "other", piece, at, stop)
 
 
-def _number(piece: str, at: int, stop: int) -> _Tok:
+def _number(piece: str, at: int, stop: int) -> Tok:
     """A written number: `1,500` groups thousands (a comma and exactly three digits), `2,5` is a decimal comma."""
     if len(piece) > MAX_DIGITS or (len(piece) > 1 and piece[0] == "0" and piece[1].isdigit()):
-        return _Tok("big", piece, at, stop)  # too long to check, or `0130 hours`: a clock time or a code
+        return Tok("big", piece, at, stop)  # too long to check, or `0130 hours`: a clock time or a code
     if "," in piece and "." not in piece and not re.fullmatch(r"\d+(?:,\d{3})+", piece):
         piece = piece.replace(",", ".")
     plain = piece.replace(",", "")
     decimals = len(plain) - plain.index(".") - 1 if "." in plain else 0
     if not decimals:
-        return _Tok("num", plain, at, stop, int(plain), 1)  # whole numbers stay ints: 30x cheaper than Fractions
-    return _Tok("num", plain, at, stop, Fraction(plain), Fraction(1, 10**decimals))
+        return Tok("num", plain, at, stop, int(plain), 1)  # whole numbers stay ints: 30x cheaper than Fractions
+    return Tok("num", plain, at, stop, Fraction(plain), Fraction(1, 10**decimals))
 
 
 def _chain(
-    tokens: list[_Tok], first_tainted: bool, last_tainted: bool, found: list[tuple[int, int, bool]], sure: bool
+    tokens: list[Tok], first_tainted: bool, last_tainted: bool, found: list[tuple[int, int, bool]], sure: bool
 ) -> None:
     """The claims of one run of arithmetic: `p0 = p1 = ... = pn`, each `=` a claim."""
     if not any(token.kind == "eq" for token in tokens):
         return
-    groups: list[list[_Tok]] = [[]]
+    groups: list[list[Tok]] = [[]]
     approx: list[bool] = []
     for token in tokens:
         if token.kind != "eq":
@@ -283,7 +258,7 @@ def _chain(
         found.append((left.start, end, right_ok))
 
 
-def _strip(group: list[_Tok], kind: str) -> list[_Tok]:
+def _strip(group: list[Tok], kind: str) -> list[Tok]:
     """Brackets left open at the start (or closed at the end) of a run belong to the prose around it: `(2 + 3 = 5)`."""
     depth = 0
     for token in group:
@@ -297,22 +272,15 @@ def _strip(group: list[_Tok], kind: str) -> list[_Tok]:
     return group
 
 
-def _tight(tokens: list[_Tok], at: int) -> bool:
-    """Whether the operator at `at` touches both its neighbours: `1/3` in `25 / 1/3`."""
-    return (
-        0 < at < len(tokens) - 1 and tokens[at - 1].end == tokens[at].start and tokens[at].end == tokens[at + 1].start
-    )
-
-
-def _range(group: list[_Tok]) -> bool:
+def _range(group: list[Tok]) -> bool:
     """`Weeks 1-2`, `pages 3-4`: two whole numbers joined by a touching hyphen, the first smaller, read as a range."""
-    if len(group) != 3 or group[1].text != "-" or not _tight(group, 1):
+    if len(group) != 3 or group[1].text != "-" or not tight(group, 1):
         return False
     low, high = group[0].value, group[2].value
     return group[0].kind == group[2].kind == "num" and low.denominator == high.denominator == 1 and low < high
 
 
-def _lone(token: _Tok) -> _Part:
+def _lone(token: Tok) -> _Part:
     digits = _significant(token.text)
     return _Part(token.value, token.value, token.start, token.end, token.unit, digits, None, False, token.labelled)
 
@@ -321,7 +289,7 @@ def _significant(digits: str) -> int:
     return len(digits.replace(".", "").lstrip("0"))
 
 
-def _part(group: list[_Tok]) -> _Part | None:
+def _part(group: list[Tok]) -> _Part | None:
     """One side's value, or None where it is not arithmetic (a word inside, a bracket left open, past the bounds)."""
     if len(group) == 1 and group[0].kind == "num":  # the commonest side, a lone number: no parsing
         return _lone(group[0])
@@ -329,11 +297,9 @@ def _part(group: list[_Tok]) -> _Part | None:
         return None
     percent = any(token.kind == "pct" for token in group)
     try:
-        value = _flat(group)
-        if value is None:
-            value = _Parser(group, 100).parse()
-        as_unit = _Parser(group, 1).parse() if percent else value
-    except (_Skip, ZeroDivisionError):
+        value = evaluate(group, 100)
+        as_unit = evaluate(group, 1) if percent else value
+    except (Skip, ZeroDivisionError):
         return None
     body = [token for token in group if token.kind != "pct"]
     signs = body[:-1]
@@ -342,38 +308,11 @@ def _part(group: list[_Tok]) -> _Part | None:
     )
     unit = digits = None
     if lone:
-        unit = _divide(body[-1].unit, 100 if percent else 1)
+        unit = divide(body[-1].unit, 100 if percent else 1)
         digits = _significant(body[-1].text)
     lead = group[0] if not lone and group[0].kind == "num" and len(group) > 1 and group[1].kind == "op" else None
     labelled = lone and body[-1].labelled
     return _Part(value, as_unit, group[0].start, group[-1].end, unit, digits or 0, lead, percent, labelled)
-
-
-def _flat(group: list[_Tok]) -> Number | None:
-    """`a op b op c ...` with + - * / only and no touching fraction (`25 / 1/3`), in one pass; None for any other
-    shape, which the parser reads. Most written steps have this shape."""
-    if len(group) % 2 == 0 or len(group) > 2 * MAX_DEPTH:
-        return None
-    for at in range(1, len(group), 2):
-        token = group[at]
-        if token.kind != "op" or token.text not in "+-*/" or group[at - 1].kind != "num":
-            return None
-        if token.text == "/" and _tight(group, at) and at >= 3 and not _tight(group, at - 2):
-            return None
-    if group[-1].kind != "num":
-        return None
-    total: Number = 0
-    sign, term = 1, group[0].value
-    for at in range(1, len(group), 2):
-        operator, operand = group[at].text, group[at + 1].value
-        if operator == "*":
-            term = term * operand
-        elif operator == "/":
-            term = _divide(term, operand)
-        else:
-            total, sign, term = total + sign * term, (1 if operator == "+" else -1), operand
-        _bounded(term)
-    return total + sign * term
 
 
 def _agree(left: _Part, right: _Part, loose: bool) -> bool:
@@ -403,128 +342,5 @@ def _rounds_to(exact: Number, written: Number, side: _Part, loose: bool, scale: 
         return error <= unit
     if side.digits >= _FLOAT_NOISE_DIGITS and error <= abs(Fraction(exact)) / 10**12:
         return True  # a calculator's float: `0.1 + 0.2 = 0.30000000000000004`
-    fewer = _divide(exact, unit).denominator != 1  # the exact value needs more decimals than were written
+    fewer = divide(exact, unit).denominator != 1  # the exact value needs more decimals than were written
     return fewer and 2 * error <= unit
-
-
-class _Parser:
-    """Recursive descent over one side's tokens: + - (binary and unary), * / (also `x`, `of`), ^ and superscripts
-    (right-assoc), postfix %, brackets and `\\frac{a}{b}`. The whole side must parse."""
-
-    def __init__(self, tokens: list[_Tok], percent: int) -> None:
-        self.tokens, self.at, self.percent, self.depth = tokens, 0, percent, 0
-
-    def parse(self) -> Number:
-        value = self.sum()
-        if self.at != len(self.tokens):
-            raise _Skip
-        return value
-
-    def peek(self) -> _Tok | None:
-        return self.tokens[self.at] if self.at < len(self.tokens) else None
-
-    def take(self, kind: str, text: str | None = None) -> bool:
-        token = self.peek()
-        if token is not None and token.kind == kind and (text is None or token.text == text):
-            self.at += 1
-            return True
-        return False
-
-    def sum(self) -> Number:
-        value = self.product()
-        while (token := self.peek()) is not None and token.kind == "op" and token.text in "+-":
-            self.at += 1
-            other = self.product()
-            value = value + other if token.text == "+" else value - other
-            _bounded(value)
-        return value
-
-    def product(self) -> Number:
-        value = self.unary()
-        while (token := self.peek()) is not None and token.kind == "op" and token.text in "*/":
-            spaced = not _tight(self.tokens, self.at)
-            self.at += 1
-            other = self.fraction() if spaced else None
-            other = self.unary() if other is None else other
-            value = value * other if token.text == "*" else _divide(value, other)
-            _bounded(value)
-        return value
-
-    def fraction(self) -> Number | None:
-        """A touching `b/c` after a spaced operator is one number: `25 / 1/3` is 25 divided by a third."""
-        tokens, at = self.tokens, self.at
-        shaped = at + 2 < len(tokens) and tokens[at].kind == tokens[at + 2].kind == "num" and tokens[at + 1].text == "/"
-        if shaped and _tight(tokens, at + 1) and (at + 3 == len(tokens) or tokens[at + 3].kind in ("op", "close")):
-            self.at += 3
-            return _divide(tokens[at].value, tokens[at + 2].value)
-        return None
-
-    def unary(self) -> Number:
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise _Skip
-        if self.take("op", "-"):
-            value = -self.unary()
-        elif self.take("op", "+"):
-            value = self.unary()
-        else:
-            value = self.power()
-        self.depth -= 1
-        return value
-
-    def power(self) -> Number:
-        base = self.postfix()
-        if self.take("op", "^"):
-            return _power(base, self.unary())
-        return base
-
-    def postfix(self) -> Number:
-        value = self.atom()
-        while (token := self.peek()) is not None and token.kind in ("pct", "sup"):
-            self.at += 1
-            value = _divide(value, self.percent) if token.kind == "pct" else _power(value, token.value)
-        return value
-
-    def atom(self) -> Number:
-        token = self.peek()
-        if token is None:
-            raise _Skip
-        self.at += 1
-        if token.kind == "num":
-            return token.value
-        if token.kind == "frac":
-            return _divide(self.braced(), self.braced())
-        if token.kind == "open":
-            self.at -= 1
-            return self.braced()
-        raise _Skip
-
-    def braced(self) -> Number:
-        if not self.take("open"):
-            raise _Skip
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise _Skip
-        value = self.sum()
-        if not self.take("close"):
-            raise _Skip
-        self.depth -= 1
-        return value
-
-
-def _bounded(value: Number) -> None:
-    if value.numerator.bit_length() > MAX_BITS or value.denominator.bit_length() > MAX_BITS:
-        raise _Skip
-
-
-def _power(base: Number, exponent: Number) -> Number:
-    """base ** exponent for an integer exponent whose result stays within `MAX_BITS`; anything else is no step."""
-    if exponent.denominator != 1 or (base == 0 and exponent < 0):
-        raise _Skip
-    size = max(base.numerator.bit_length(), base.denominator.bit_length(), 1)
-    if abs(exponent.numerator) * (size - 1) > MAX_BITS:
-        raise _Skip
-    power = exponent.numerator
-    value: Number = base**power if isinstance(base, int) and power >= 0 else Fraction(base) ** power
-    _bounded(value)
-    return value
