@@ -5,6 +5,7 @@ a big-number computation run away."""
 from __future__ import annotations
 
 import json
+import random
 import re
 from pathlib import Path
 
@@ -281,3 +282,13 @@ def test_claims_past_the_bounds_are_skipped() -> None:
     assert claims("1" * 101 + " + 1 = 2") == []  # a number of more than 100 digits
     assert checked("2^4095 - 2^4095 = 0") == [("2^4095 - 2^4095 = 0", True)]
     assert claims("(" * 70 + "1" + ")" * 70 + " + 1 = 2") == []  # nested deeper than 64
+
+
+def test_random_arithmetic_looking_text_never_fails() -> None:
+    """Seeded strings of the pieces the reader treats specially: a verdict for each, every span inside the text."""
+    pieces = [*"0123456789+-*/^=().,%$ xX<>:;!{}[]~≈×÷·−–²³\n\t", "\\frac", "\\times", "<<", ">>", "of", "apples"]
+    pieces += ["per", "\\left(", "\\right)", "\\text{kg}", "</think>", "<think>", "١٢", "\x00", "1,000", "0.5", "**"]
+    rng = random.Random(24)
+    for _ in range(5000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 40)))
+        assert all(0 <= start < end <= len(text) for start, end, _ in claims(text)), text
