@@ -292,3 +292,25 @@ def test_random_arithmetic_looking_text_never_fails() -> None:
     for _ in range(5000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 40)))
         assert all(0 <= start < end <= len(text) for start, end, _ in claims(text)), text
+
+
+@pytest.mark.parametrize(
+    ("text", "claim"),
+    [
+        ("\\[ 3 \\times 4 = 12 \\]", "3 \\times 4 = 12"),
+        ("So, \\(5 \\times 6 = 30\\).", "5 \\times 6 = 30"),
+        ("**Step 2:** 30 + 12 = 42", "30 + 12 = 42"),
+        ("**2 + 3 = 5**", "2 + 3 = 5"),
+        ("- 30 + 12 = 42", "30 + 12 = 42"),  # a bullet, not a minus
+        ("1) 30 + 12 = 42", "30 + 12 = 42"),
+        ("12 - 4 = 8 (since 4 = 2 * 2)", "12 - 4 = 8"),
+        ("12 \\times 4 = 48 \\text{ dollars}", "12 \\times 4 = 48"),
+    ],
+)
+def test_markdown_and_latex_around_a_claim(text: str, claim: str) -> None:
+    assert checked(text) == [(claim, True)]
+
+
+def test_a_latex_alignment_is_a_chain() -> None:
+    text = "\\begin{align} 2+3 &= 5 \\\\ &= 5 \\end{align}"
+    assert [right for _, right in checked(text)] == [True, True]

@@ -30,16 +30,18 @@ _W = r"(?:\\(?:text|mathrm|textrm|mbox)\s*\{[^{}\n]{0,40}\}|[A-Za-z]+)"  # a wor
 _TOKEN = re.compile(
     r"(?P<ann><<[^<>\n]{1,300}>>)"
     r"|(?P<num>\d+(?:(?:,\d{3})+(?!\d)(?:\.\d+)?|[.,]\d+)?|\.\d+)"
+    r"|(?P<tag></?[A-Za-z][\w-]{0,20}>|\\(?:begin|end)\{[A-Za-z*]{1,20}\}"  # a clean edge: HTML, LaTeX blocks,
+    r"|(?<![\d)])\*\*|\*\*(?![\d(]))"  # and markdown's bold (`2**10` is a power)
     r"|(?P<sup>[⁰¹²³⁴⁵⁶⁷⁸⁹]+)"
     r"|(?P<eq>==?|≈|≃|\\approx|~)"
-    r"|(?P<op>\*\*|[-+*/×÷·⋅∗^−–]|\\times|\\cdot|\\div(?![A-Za-z]))"
+    r"|(?P<op>(?<=[\d)])\*\*(?=[\d(])|[-+*/×÷·⋅∗^−–]|\\times|\\cdot|\\div(?![A-Za-z]))"
     r"|(?P<frac>\\[dt]?frac(?![A-Za-z]))"
     r"|(?P<open>\\left\s*[(\[]|\\\{|[(\[{])"
     r"|(?P<close>\\right\s*[)\]]|\\\}|[)\]}])"
     r"|(?P<pct>\\?%)"
     rf"|(?P<words>{_W}(?:[ \t]+{_W})*)"
-    r"|(?P<tag></?[A-Za-z][\w-]{0,20}>)"
-    r"|(?P<skip>[ \t$€£¥&]+|\\[,;:! $]|\\(?:q?quad|boxed|mathbf|textbf|displaystyle)(?![A-Za-z])|\\left\.|\\right\.)"
+    r"|(?P<skip>[ \t$€£¥&]+|\\[()\[\]]|\\\\|\\[,;:! $]|\\left\.|\\right\."
+    r"|\\(?:q?quad|boxed|mathbf|textbf|displaystyle)(?![A-Za-z]))"
     r"|(?P<other>\\[A-Za-z]+|.)",
     re.DOTALL,
 )
@@ -170,7 +172,8 @@ class _Reader:
         elif operand and spaced and unit_like:
             self.pending_unit = True
         else:
-            self.cut(not spaced, True, soft=words[-1] not in ("x", "X"))  # `¾ x 3/3`: a product of something unread
+            # `2y + 3`: a variable touching its number; `¾ x 3/3`: a product of something unread
+            self.cut(not spaced and operand, True, soft=words[-1] not in ("x", "X"))
 
     def cut(self, last_tainted: bool, next_tainted: bool, soft: bool = False) -> None:
         if self.tokens and self.tokens[-1].kind == "op":
@@ -259,16 +262,23 @@ def _chain(
 
 
 def _strip(group: list[Tok], kind: str) -> list[Tok]:
-    """Brackets left open at the start (or closed at the end) of a run belong to the prose around it: `(2 + 3 = 5)`."""
+    """Brackets left open at the start (or closed at the end) of a run belong to the prose around it: `(2 + 3 = 5)`,
+    `= 8 (since`; so do a list's marks before the first side: `- 30 + 12 = 42`, `1) 30 + 12 = 42`."""
     depth = 0
     for token in group:
         depth += (token.kind == "open") - (token.kind == "close")
     if kind == "open":
+        if len(group) > 1 and group[0].kind == "op" and group[0].text in "-+*" and group[1].start > group[0].end:
+            group = group[1:]  # a bullet: a sign apart from its number
+        if len(group) > 2 and group[0].kind == "num" and group[1].text == ")" and depth < 0:
+            group, depth = group[2:], depth + 1  # `1)`
         while depth > 0 and group and group[0].kind == "open":
             group, depth = group[1:], depth - 1
     else:
         while depth < 0 and group and group[-1].kind == "close":
             group, depth = group[:-1], depth + 1
+        while depth > 0 and group and group[-1].kind == "open":
+            group, depth = group[:-1], depth - 1
     return group
 
 
