@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from verifier_service.schema import ScoreItem, StepsSpec
-from verifier_service.scoring.arithmetic import claims
+from verifier_service.scoring.arithmetic import MAX_TOKENS, claims
 from verifier_service.scoring.steps import score
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "steps"
@@ -268,13 +268,19 @@ def test_inputs_shaped_to_run_away_finish_with_a_verdict(text: str) -> None:
 
 
 @pytest.mark.timeout(120)
-def test_a_megabyte_completion_is_scored() -> None:
+def test_a_megabyte_completion_is_scored_up_to_the_token_budget() -> None:
     line = "She makes 9 * 2 = $<<9*2=18>>18 every day, so 18 * 7 = 126 a week; "
     text = "<think>" + line * (1_000_000 // len(line)) + "</think>126"
     assert len(text) >= 990_000
     spec = StepsSpec()
     found = score(ScoreItem(completion=text, steps=spec), spec)
-    assert found.verdict == "valid" and found.steps is not None and len(found.steps) == 3 * (1_000_000 // len(line))
+    assert found.verdict == "valid" and found.steps is not None
+    # MAX_TOKENS bounds the work: the first claims are read, those past it are not
+    assert 1000 < len(found.steps) < 3 * (1_000_000 // len(line))
+    assert text[found.steps[0].start : found.steps[0].end] == "9 * 2 = $<<9*2=18>>18"
+    wrong_at_the_end = "1 + 1 = 2. " * (MAX_TOKENS // 5) + "1 + 1 = 3."
+    assert judged(wrong_at_the_end) == (1.0, "valid")  # the documented limit: past the budget, nothing is checked
+    assert judged("1 + 1 = 3. " + wrong_at_the_end) == (0.0, "invalid_step")
 
 
 def test_claims_past_the_bounds_are_skipped() -> None:

@@ -24,6 +24,8 @@ from fractions import Fraction
 from verifier_service.scoring.exact import MAX_DIGITS, Number, Skip, Tok, divide, evaluate, tight
 
 WINDOW = 300  # characters read before an `=`, and after the last one of a chain
+MAX_TOKENS = 50_000  # tokens read in one text (a dense 8,000-token completion has some 5,000): claims past them are
+# not checked, so a megabyte of arithmetic holds the service's loop for a bounded time
 _FLOAT_NOISE_DIGITS = 15  # a result written with this many significant digits may carry a calculator's float error
 
 _W = r"(?:\\(?:text|mathrm|textrm|mbox)\s*\{[^{}\n]{0,40}\}|[A-Za-z]+)"  # a word, or LaTeX text (a unit)
@@ -45,6 +47,7 @@ _TOKEN = re.compile(
     r"|(?P<other>\\[A-Za-z]+|.)",
     re.DOTALL,
 )
+Found = list[tuple[int, int, bool]]  # claims: (start, end, right)
 _ANCHOR = re.compile(r"=|≈|≃|~|\\approx|<<")
 _SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹", "0123456789")
 _OPS = {"**": "^", "×": "*", "·": "*", "⋅": "*", "∗": "*", "−": "-", "–": "-", "÷": "/", "\\times": "*", "\\cdot": "*"}
@@ -72,25 +75,28 @@ class _Part:
 
 def claims(text: str) -> list[tuple[int, int, bool]]:
     """Each arithmetic claim in `text`, in order: (start, end, right)."""
-    found: list[tuple[int, int, bool]] = []
+    found: Found = []
+    budget = [MAX_TOKENS]
     pos = 0
-    while (anchor := _ANCHOR.search(text, pos)) is not None:
+    while budget[0] > 0 and (anchor := _ANCHOR.search(text, pos)) is not None:
         line_start = text.rfind("\n", 0, anchor.start()) + 1
         start = max(line_start, pos, anchor.start() - WINDOW)
-        line_end = text.find("\n", anchor.end())
-        pos = max(anchor.end(), _read(text, start, len(text) if line_end < 0 else line_end, start > line_start, found))
+        end = len(text) if (line_end := text.find("\n", anchor.end())) < 0 else line_end
+        pos = max(anchor.end(), _read(text, start, end, start > line_start, found, budget))
     found.sort()
     return found
 
 
-def _read(text: str, start: int, end: int, cut: bool, found: list[tuple[int, int, bool]], sure: bool = False) -> int:
+def _read(text: str, start: int, end: int, cut: bool, found: Found, budget: list[int], sure: bool = False) -> int:
     """Reads the claims of text[start:end] into `found`; returns where it stopped (a window's length past the last
     `=`). `cut`: the window starts inside a line, so its first part may be the tail of something longer. `sure`: a
-    calculator annotation, where every `=` is a calculation (`<<100=100>>` too)."""
-    reader = _Reader(cut, sure)
+    calculator annotation, where every `=` is a calculation (`<<100=100>>` too). `budget`: tokens left to read."""
+    reader = _Reader(cut, sure, budget)
     for match in _TOKEN.finditer(text, start, end):
-        if not reader.feed(match.lastgroup or "other", match[0], match.start(), match.end(), text, found):
-            return match.start()
+        budget[0] -= 1
+        if budget[0] < 0 or not reader.feed(match.lastgroup or "other", match[0], *match.span(), text, found):
+            end = match.start()  # a window's length of text past the last `=`, or out of budget: what was read counts
+            break
     reader.close(found)
     return end
 
@@ -101,8 +107,8 @@ class _Reader:
     (not a step) where it may continue something before it: after a word, a sign or bracket (`x + 3`, `f(2)`), or
     anything touching what ended the last run (`3:2`, `\\sqrt{4}`); its last part likewise (`2x`, `5!`)."""
 
-    def __init__(self, cut: bool, sure: bool) -> None:
-        self.sure = sure
+    def __init__(self, cut: bool, sure: bool, budget: list[int]) -> None:
+        self.sure, self.budget = sure, budget
         self.segments: list[tuple[list[Tok], bool, bool]] = []
         self.tokens: list[Tok] = []
         self.tainted = cut
@@ -112,7 +118,7 @@ class _Reader:
         self.pending_unit = False  # words after a number: a unit if an operator or `=` follows
         self.pending_times = False  # `x` after a number: times if a number follows, else a variable
 
-    def feed(self, kind: str, piece: str, at: int, stop: int, text: str, found: list[tuple[int, int, bool]]) -> bool:
+    def feed(self, kind: str, piece: str, at: int, stop: int, text: str, found: Found) -> bool:
         if self.last_eq >= 0 and at > self.last_eq + WINDOW and not self.tokens:
             return False
         if kind == "skip":
@@ -124,7 +130,7 @@ class _Reader:
         if kind == "ann":
             self.last_eq = at
             if "=" in piece:
-                _read(text, at + 2, stop - 2, False, found, sure=True)
+                _read(text, at + 2, stop - 2, False, found, self.budget, sure=True)
             return True
         spaced = at > self.prev_end
         self.prev_end = stop
@@ -182,7 +188,7 @@ class _Reader:
             self.segments.append((self.tokens, self.tainted, last_tainted))
         self.tokens, self.tainted, self.soft = [], next_tainted, soft
 
-    def close(self, found: list[tuple[int, int, bool]]) -> None:
+    def close(self, found: Found) -> None:
         if self.pending_times:
             self.tokens.pop()
             self.cut(True, False)
@@ -216,9 +222,7 @@ def _number(piece: str, at: int, stop: int) -> Tok:
     return Tok("num", plain, at, stop, Fraction(plain), Fraction(1, 10**decimals))
 
 
-def _chain(
-    tokens: list[Tok], first_tainted: bool, last_tainted: bool, found: list[tuple[int, int, bool]], sure: bool
-) -> None:
+def _chain(tokens: list[Tok], first_tainted: bool, last_tainted: bool, found: Found, sure: bool) -> None:
     """The claims of one run of arithmetic: `p0 = p1 = ... = pn`, each `=` a claim."""
     if not any(token.kind == "eq" for token in tokens):
         return
