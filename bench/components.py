@@ -1,4 +1,5 @@
-"""The text components (choice, answer, overlong, length, repetition): their cost in-process and through the service.
+"""The text components (choice, answer, overlong, length, repetition, steps): their cost in-process and through the
+service.
 
     .venv/bin/python bench/components.py                      # starts a verifier on a free loopback port
     .venv/bin/python bench/components.py --repeats 300 --steps 6
