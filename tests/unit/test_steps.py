@@ -151,6 +151,10 @@ def test_rounding(text: str, right: bool) -> None:
         "The answer is 42.",
         "2023-01-05 was a Thursday",
         "Drop 8 degrees = 2 - 8 = -6 degrees",
+        "$$a_3 = 2, a_{37} = 19$$",  # subscripts
+        "1121 \\div 3 = 373 \\text{ remainder } 2",  # a division with remainder
+        "1121 / 3 = 373 R 2",
+        "\\[ (2 + 3) \\] \\[ \\text{Total sum} = 24 \\times 5 \\]",  # a new display block is a new context
     ],
 )
 def test_look_alikes_are_not_steps(text: str) -> None:

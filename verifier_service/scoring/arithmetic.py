@@ -32,8 +32,9 @@ _W = r"(?:\\(?:text|mathrm|textrm|mbox)\s*\{[^{}\n]{0,40}\}|[A-Za-z]+)"  # a wor
 _TOKEN = re.compile(
     r"(?P<ann><<[^<>\n]{1,300}>>)"
     r"|(?P<num>\d+(?:(?:,\d{3})+(?!\d)(?:\.\d+)?|[.,]\d+)?|\.\d+)"
-    r"|(?P<tag></?[A-Za-z][\w-]{0,20}>|\\(?:begin|end)\{[A-Za-z*]{1,20}\}"  # a clean edge: HTML, LaTeX blocks,
-    r"|(?<![\d)])\*\*|\*\*(?![\d(]))"  # and markdown's bold (`2**10` is a power)
+    r"|(?P<tag></?[A-Za-z][\w-]{0,20}>|\\(?:begin|end)\{[A-Za-z*]{1,20}\}|\\[()\[\]]|\$\$"  # a clean edge: HTML,
+    # LaTeX's blocks and math delimiters,
+    r"|(?<![\d)])\*\*|\*\*(?![\d(]))"  # markdown's bold (`2**10` is a power)
     r"|(?P<sup>[⁰¹²³⁴⁵⁶⁷⁸⁹]+)"
     r"|(?P<eq>==?|≈|≃|\\approx|~)"
     r"|(?P<op>(?<=[\d)])\*\*(?=[\d(])|[-+*/×÷·⋅∗^−–]|\\times|\\cdot|\\div(?![A-Za-z]))"
@@ -42,7 +43,7 @@ _TOKEN = re.compile(
     r"|(?P<close>\\right\s*[)\]]|\\\}|[)\]}])"
     r"|(?P<pct>\\?%)"
     rf"|(?P<words>{_W}(?:[ \t]+{_W})*)"
-    r"|(?P<skip>[ \t$€£¥&]+|\\[()\[\]]|\\\\|\\[,;:! $]|\\left\.|\\right\."
+    r"|(?P<skip>[ \t$€£¥&]+|\\\\|\\[,;:! $]|\\left\.|\\right\."
     r"|\\(?:q?quad|boxed|mathbf|textbf|displaystyle)(?![A-Za-z]))"
     r"|(?P<other>\\[A-Za-z]+|.)",
     re.DOTALL,
@@ -52,6 +53,8 @@ _ANCHOR = re.compile(r"=|≈|≃|~|\\approx|<<")
 _SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹", "0123456789")
 _OPS = {"**": "^", "×": "*", "·": "*", "⋅": "*", "∗": "*", "−": "-", "–": "-", "÷": "/", "\\times": "*", "\\cdot": "*"}
 _OPS["\\div"] = "/"
+_REMAINDER = {"remainder", "rem", "r"}
+_LATEX_TEXT = re.compile(r"\\[A-Za-z]+\s*\{|\}")
 _TIMES_WORDS = {"x", "X", "of"}  # `3 x 4`, `20% of 50`: multiplication between two operands
 _CLEAN_BEFORE = frozenset(",;.?\"'")  # punctuation a number may touch and still end a claim ("= 8.")
 _OPERAND_END = {"num", "close", "pct", "sup"}
@@ -151,7 +154,8 @@ class _Reader:
             self.word(piece, at, stop, spaced)
         elif kind == "other":
             ratio = piece == ":" and not spaced and bool(self.tokens) and self.tokens[-1].kind == "num"
-            self.cut(not spaced and piece not in _CLEAN_BEFORE, ratio or piece[0] == "\\", soft=True)
+            touching = ratio or piece == "_" or piece[0] == "\\"  # `3:2`, `a_{37}`, `\sqrt{4}`
+            self.cut(not spaced and piece not in _CLEAN_BEFORE, touching, soft=True)
         else:
             if kind == "eq":
                 self.last_eq = at
@@ -169,7 +173,9 @@ class _Reader:
         if per and (unit_like or (len(words) > 1 and words[-1] in ("x", "X"))):
             self.tokens.pop()  # `$30/packet`, `kg/day`: the unit's denominator
             operand, spaced = True, True
-        if piece in _TIMES_WORDS and operand:
+        if operand and _first_word(piece) in _REMAINDER:
+            self.cut(True, True)  # `1121 ÷ 3 = 373 remainder 2`: a division with remainder, not an equality
+        elif piece in _TIMES_WORDS and operand:
             self.tokens.append(Tok("op", "*", at, stop))
             self.pending_times = piece in ("x", "X")
         elif operand and spaced and len(words) <= 4 and words[-1] in ("x", "X"):
@@ -195,6 +201,12 @@ class _Reader:
         self.cut(False, False)
         for tokens, first_tainted, last_tainted in self.segments:
             _chain(tokens, first_tainted, last_tainted, found, self.sure)
+
+
+def _first_word(piece: str) -> str:
+    """The first word of a run of words, lowercase, LaTeX's `\\text{...}` read as its text."""
+    words = _LATEX_TEXT.sub(" ", piece).split()
+    return words[0].lower() if words else ""
 
 
 def _token(kind: str | None, piece: str, at: int, stop: int) -> Tok:
