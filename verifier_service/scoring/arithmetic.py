@@ -30,6 +30,7 @@ _FLOAT_NOISE_DIGITS = 15  # a result written with this many significant digits m
 
 _W = r"(?:\\(?:text|mathrm|textrm|mbox)\s*\{[^{}\n]{0,40}\}|[A-Za-z]+)"  # a word, or LaTeX text (a unit)
 _TOKEN = re.compile(
+    r"[ \t]*(?:"  # the spaces before a token go with it: half as many matches to look at
     r"(?P<ann><<[^<>\n]{1,300}>>)"
     r"|(?P<num>\d+(?:(?:,\d{3})+(?!\d)(?:\.\d+)?|[.,]\d+)?|\.\d+)"
     r"|(?P<tag></?[A-Za-z][\w-]{0,20}>|\\(?:begin|end)\{[A-Za-z*]{1,20}\}|\\[()\[\]]|\$\$"  # a clean edge: HTML,
@@ -45,7 +46,7 @@ _TOKEN = re.compile(
     rf"|(?P<words>{_W}(?:[ \t]+{_W})*)"
     r"|(?P<skip>[ \t$€£¥&]+|\\\\|\\[,;:! $]|\\left\.|\\right\."
     r"|\\(?:q?quad|boxed|mathbf|textbf|displaystyle)(?![A-Za-z]))"
-    r"|(?P<other>\\[A-Za-z]+|.)",
+    r"|(?P<other>\\[A-Za-z]+|.))",
     re.DOTALL,
 )
 Found = list[tuple[int, int, bool]]  # claims: (start, end, right)
@@ -60,7 +61,7 @@ _CLEAN_BEFORE = frozenset(",;.?\"'")  # punctuation a number may touch and still
 _OPERAND_END = {"num", "close", "pct", "sup"}
 
 
-@dataclass
+@dataclass(slots=True)
 class _Part:
     """One side of an `=`: its value (percent as /100), its value reading `%` as a unit, where it lies, and when it is
     one written number, the unit of its last digit."""
@@ -97,7 +98,8 @@ def _read(text: str, start: int, end: int, cut: bool, found: Found, budget: list
     reader = _Reader(cut, sure, budget)
     for match in _TOKEN.finditer(text, start, end):
         budget[0] -= 1
-        if budget[0] < 0 or not reader.feed(match.lastgroup or "other", match[0], *match.span(), text, found):
+        kind = match.lastgroup or "other"
+        if budget[0] < 0 or not reader.feed(kind, match[kind], match.start(kind), match.end(), text, found):
             end = match.start()  # a window's length of text past the last `=`, or out of budget: what was read counts
             break
     reader.close(found)

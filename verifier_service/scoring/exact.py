@@ -29,7 +29,7 @@ class Skip(Exception):
     """The claim is past the bounds, or not arithmetic after all: it is not a step."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Tok:
     kind: str  # num, op, open, close, pct, sup, frac, eq
     text: str
