@@ -1,5 +1,5 @@
-"""The text components (choice, answer, overlong, length, repetition, language): their cost in-process and through
-the service.
+"""The text components (choice, answer, overlong, length, repetition, language, steps): their cost in-process and
+through the service.
 
     .venv/bin/python bench/components.py                      # starts a verifier on a free loopback port
     .venv/bin/python bench/components.py --repeats 300 --steps 6
@@ -124,7 +124,31 @@ def specs() -> dict[str, dict[str, Any]]:
         # target en: the English text's words all go through the language identifier (one window here, as the random
         # words have no sentence ends; prose in sentences costs about the same: the model's time is per character)
         "language": {"language": {"target": "en"}},
+        "steps": {"steps": {}},
     }
+
+
+def arithmetic_completions(rng: random.Random) -> dict[str, str]:
+    """Two 8,000-token completions full of written arithmetic, for `steps`: GSM8K reference solutions (tests/data/steps)
+    with 600 characters of reasoning prose between them (about 200 claims), and the solutions alone (about 650)."""
+    solutions = [json.loads(line)["answer"] for line in (ROOT / "tests/data/steps/gsm8k_test_300.jsonl").open()]
+    size = TOKENS * CHARS_PER_TOKEN
+    mixed, dense = "", ""
+    while len(mixed) < size:
+        mixed += english(rng, 600) + "\n" + rng.choice(solutions) + "\n"
+    while len(dense) < size:
+        dense += rng.choice(solutions) + "\n"
+    return {"prose+gsm8k": f"<think>{mixed[:size]}</think>42", "gsm8k only": f"<think>{dense[:size]}</think>42"}
+
+
+def steps_on_arithmetic(repeats: int) -> None:
+    print(f"\n1b. steps in-process on {TOKENS}-token completions full of arithmetic, {repeats} calls: ms (p50 / p99)")
+    for kind, text in arithmetic_completions(random.Random(0)).items():
+        item = ScoreItem(completion=text, steps={})
+        times = time_calls(lambda i=item: TEXT["steps"](i, i.steps), repeats)
+        claims = len(TEXT["steps"](item, item.steps).steps or ())
+        p50, p99 = percentile(times, 0.5) * 1e3, percentile(times, 0.99) * 1e3
+        print(f"{kind:<12} {claims:4d} steps  {p50:7.3f} / {p99:7.3f}")
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -315,6 +339,7 @@ def main() -> None:
     texts = completions(random.Random(0))
     in_process(texts, args.repeats)
     instructions_in_process(random.Random(1), args.repeats)
+    steps_on_arithmetic(args.repeats)
     against_trl(texts, min(args.repeats, 50))
     with verifier(VERIFIER_MATH_CACHE_SIZE="0") as url, httpx.Client(base_url=url, timeout=300) as client:
         through_service(client, texts, args.requests)

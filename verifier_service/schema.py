@@ -44,7 +44,7 @@ API_VERSION = "v1"
 # of `ScoreItem` and a scorer in `verifier_service.components`.
 ComponentName = Literal[
     "math", "code", "choice", "answer", "json_schema", "sql", "instructions", "procedural",
-    "format", "overlong", "length", "repetition", "language",
+    "format", "overlong", "length", "repetition", "language", "steps",
 ]  # fmt: skip
 COMPONENTS: tuple[str, ...] = get_args(ComponentName)
 WEIGHT_LIMIT = 1e6  # |weight| at most this: a weighted sum of component scores can never overflow to inf
@@ -105,7 +105,7 @@ class Verdict(StrEnum):
     MIXED = "mixed"  # some
     OTHER_LANGUAGE = "other_language"  # none
     NO_TEXT = "no_text"  # cannot judge: the scope has no words at all
-    # json_schema (with timeout)
+    # json_schema (with timeout); steps: every arithmetic claim checked is right (mean: the share of right ones)
     VALID = "valid"
     INVALID = "invalid"  # the answer is JSON that breaks the schema
     NO_JSON = "no_json"  # no JSON value in the answer
@@ -122,6 +122,9 @@ class Verdict(StrEnum):
     NOT_FOLLOWED = "not_followed"
     UNKNOWN_INSTRUCTION = "unknown_instruction"  # cannot judge: an instruction id no check has
     BAD_KWARGS = "bad_kwargs"  # cannot judge: an instruction's kwargs lack a key its check needs, or have a wrong type
+    # steps (with valid)
+    INVALID_STEP = "invalid_step"  # some claim is wrong
+    NO_STEPS = "no_steps"  # no arithmetic claim to check: scores 1, nothing to fault
 
 
 TEST_VERDICTS = ("passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit")
@@ -969,6 +972,23 @@ class LanguageSpec(ComponentSpec):
     think_tag: str = _think_tag()
 
 
+class StepsSpec(ComponentSpec):
+    """A process reward without a model: every arithmetic claim written in the completion (`48 / 2 = 24`,
+    GSM8K's `<<48/2=24>>`) checked in exact rational arithmetic. min: 1 when every step is right, else 0; mean: the
+    share of right steps. No steps at all scores 1 (`no_steps`): there is nothing to fault. The result lists `steps`,
+    each claim's character span in the completion and its score."""
+
+    verdicts = (Verdict.VALID, Verdict.INVALID_STEP, Verdict.NO_STEPS)
+
+    aggregate: Literal["min", "mean"] = Field(
+        "min", description="min: 1 only when every step is right; mean: the share of right steps."
+    )
+    scope: Literal["all", "reasoning"] = Field(
+        "all", description="all: the whole completion; reasoning: the reasoning block only."
+    )
+    think_tag: str = _think_tag()
+
+
 _KwargValue = str | StrictInt | StrictFloat | StrictBool | None | list[str | StrictInt | StrictFloat]
 MAX_INSTRUCTIONS = 64
 
@@ -1059,6 +1079,7 @@ class ScoreItem(_Strict):
     length: LengthSpec | None = None
     repetition: RepetitionSpec | None = None
     language: LanguageSpec | None = None
+    steps: StepsSpec | None = None
     weights: dict[ComponentName, Weight] | None = Field(
         None,
         description=f"Component name -> weight in the reward (default 1.0 each); finite, |weight| <= {WEIGHT_LIMIT:g}, "

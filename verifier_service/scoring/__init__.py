@@ -23,6 +23,7 @@ from verifier_service.scoring import (
     length,
     overlong,
     repetition,
+    steps,
     think_format,
 )
 from verifier_service.scoring.pooled import PooledComponent, Resources
@@ -40,6 +41,7 @@ TEXT: dict[str, Scorer] = {
     "overlong": overlong.score,
     "repetition": repetition.score,
     "language": language.score,
+    "steps": steps.score,
 }
 BATCHED: dict[str, BatchScorer] = {"repetition": repetition.score_batch}
 GATED: dict[str, GatedScorer] = {"length": length.score}
