@@ -733,6 +733,7 @@ PREFLIGHT_VERDICTS = {
     "sql": "match",  # SELECT 1 against the placeholder gold SELECT 1
     "json_schema": "valid",  # 1 under {"type": "integer"}
     "language": "consistent",  # the reasoning's five English words, target en
+    "steps": "no_steps",  # no arithmetic written: nothing to fault
 }
 
 
