@@ -14,22 +14,42 @@ MMLU-Pro (`question`/`answer`/`options`) files load without renaming:
   question itself does not name them;
 - tests: a list of tests, or its JSON string, as `inputs.code_tests` reads them (MBPP's list of assert strings
   included); a HumanEval `check(candidate)` string becomes an assert test when the row has an `entry_point`. MBPP's
-  asserts are also appended to its text prompt, as MBPP's own prompt does: its task text names no function.
+  asserts are also appended to its text prompt, as MBPP's own prompt does: its task text names no function;
+- spec: per-row component specs, `{component: spec}` (a dict or its JSON string), for any component: a column the
+  dataset has (`Columns(spec=...)`), and/or what its shape maps each row to (`dataset_shape`: IFEval,
+  open-instruct, BIRD/Spider, reasoning-gym, JSON-schema rows; `trainer_client.domains`). Kept as the prepared
+  rows' `spec` column (a JSON string, or None for a row that maps to nothing), which the reward functions read
+  (`spec_column="spec"`). With specs, the gold and tests columns are read when the dataset has them, and a row's
+  spec for a component wins over them.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainer_client.domains import (
+    PROMPT_COLUMNS,
+    SHAPE_COMPONENTS,
+    SHAPES,
+    SPEC_COLUMN,
+    parse_specs,
+    resolve_shape,
+    shape_prompt,
+    shape_specs,
+)
 from trainer_client.gsm8k import HUB_ID, SYSTEM_PROMPT, gold_answer
 from trainer_client.inputs import GOLD_READERS, LETTERS, code_tests, gold_text, option_texts
+from trainer_client.options import ROW_FIELDS, row_fields
 
 if TYPE_CHECKING:
     from datasets import DatasetDict
+
+logger = logging.getLogger("trainer_client.data")
 
 MATH_SYSTEM_PROMPT = SYSTEM_PROMPT
 CODE_SYSTEM_PROMPT = (
@@ -47,6 +67,28 @@ ANSWER_SYSTEM_PROMPT = (
     "the closing </think> tag, give the final answer, as short as possible, inside <answer> </answer> tags, for "
     "example: <answer>Paris</answer>."
 )
+TASK_SYSTEM_PROMPT = (
+    "First think through the task step by step inside <think> </think> tags. After the closing </think> tag, write "
+    "your response."
+)
+FINAL_ANSWER_SYSTEM_PROMPT = (
+    "First think through the task step by step inside <think> </think> tags. After the closing </think> tag, give "
+    "only the final answer."
+)
+SQL_SYSTEM_PROMPT = (
+    "You are a careful SQL expert. First think through the question step by step inside <think> </think> tags. "
+    "After the closing </think> tag, write the SQL query in one fenced code block (```sql ... ```)."
+)
+JSON_SYSTEM_PROMPT = (
+    "First think through the task step by step inside <think> </think> tags. After the closing </think> tag, write "
+    "the JSON value in one fenced code block (```json ... ```)."
+)
+# The default system prompt of each task, the first rewarded one deciding (math: none of these, or math itself).
+TASK_PROMPTS = {
+    "code": CODE_SYSTEM_PROMPT, "choice": CHOICE_SYSTEM_PROMPT, "answer": ANSWER_SYSTEM_PROMPT,
+    "sql": SQL_SYSTEM_PROMPT, "json_schema": JSON_SYSTEM_PROMPT, "instructions": TASK_SYSTEM_PROMPT,
+    "procedural": FINAL_ANSWER_SYSTEM_PROMPT,
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -55,28 +97,28 @@ class Columns:
     GSM8K's.
 
     `solution` is read only when math, choice or answer is rewarded, `tests` only when code is, `options` (when
-    named) only when choice is.
+    named) only when choice is. `spec` (when named) holds per-row specs, `{component: spec}`, for any component.
     """
 
     prompt: str = "question"
     solution: str = "answer"
     tests: str = "tests"
     options: str | None = None
+    spec: str | None = None
 
 
 def system_prompt_for(components: Sequence[str]) -> str:
     """The default system prompt, after the task the rewards check: math (also with no correctness component at
-    all), else code, else multiple choice, else a short answer.
+    all), else code, multiple choice, a short answer, SQL, JSON, instructions, a procedural task (`TASK_PROMPTS`).
 
     >>> system_prompt_for(["code", "format"]) == CODE_SYSTEM_PROMPT, system_prompt_for(["math"]) == SYSTEM_PROMPT
     (True, True)
     >>> system_prompt_for(["choice", "length"]) == CHOICE_SYSTEM_PROMPT
     True
     """
-    prompts = {"code": CODE_SYSTEM_PROMPT, "choice": CHOICE_SYSTEM_PROMPT, "answer": ANSWER_SYSTEM_PROMPT}
     if "math" in components:
         return MATH_SYSTEM_PROMPT
-    return next((prompts[name] for name in prompts if name in components), MATH_SYSTEM_PROMPT)
+    return next((TASK_PROMPTS[name] for name in TASK_PROMPTS if name in components), MATH_SYSTEM_PROMPT)
 
 
 def chat_prompt(value: Any, system_prompt: str) -> list[dict[str, Any]]:
@@ -161,31 +203,49 @@ def to_row(
     system_prompt: str,
     tests_in_prompt: bool = True,
     options_in_prompt: bool = True,
+    shape: str | None = None,
 ) -> dict[str, Any]:
     """One dataset row as GRPO input: `prompt`, plus `solution` when math, choice or answer is rewarded, `tests`
     when code is and `options` when choice is and `columns.options` names them. With `tests_in_prompt`, a text
     prompt whose tests are MBPP's assert strings lists them (`with_tests`); with `options_in_prompt`, a text prompt
-    lists the options (`with_options`)."""
-    prompt = example[columns.prompt]
-    if "code" in components and tests_in_prompt and isinstance(prompt, str):
+    lists the options (`with_options`).
+
+    With a `shape` (`trainer_client.domains.SHAPES`) or a `columns.spec`, the row also gets `spec`: the JSON of its
+    component specs, None when it maps to none. The gold, tests and options columns are then read only when the
+    dataset has them, and the prompt comes from where the shape keeps it when `columns.prompt` is not a column."""
+    specs = shape_specs(shape, example, index) if shape else {}
+    with_specs = shape is not None or columns.spec is not None
+    if columns.spec is not None:
+        specs |= parse_specs(example[columns.spec], columns.spec)
+
+    def has(name: str) -> bool:  # with specs, a gold or tests column is read when the dataset has it
+        return name in example or not with_specs
+
+    prompt = example[columns.prompt] if columns.prompt in example or not with_specs else shape_prompt(example)
+    if isinstance(prompt, Mapping) and "input" in prompt:  # NeMo-Gym's responses_create_params: its input
+        prompt = prompt["input"]
+    if "code" in components and tests_in_prompt and isinstance(prompt, str) and has(columns.tests):
         asserts = assert_strings(example[columns.tests])
         prompt = with_tests(prompt, asserts) if asserts else prompt
     options = None
-    if "choice" in components and columns.options:
-        options = option_texts(example[columns.options], columns.options)
+    choice_options = "choice" in components and columns.options is not None and has(columns.options)
+    if choice_options:
+        options = option_texts(example[str(columns.options)], str(columns.options))
         prompt = with_options(prompt, options) if options and options_in_prompt and isinstance(prompt, str) else prompt
     row: dict[str, Any] = {"prompt": chat_prompt(prompt, system_prompt)}
     reader = next((read for name, read in GOLDS.items() if name in components), None)
-    if reader is not None:
+    if reader is not None and has(columns.solution):
         try:
             row["solution"] = reader(example[columns.solution])
         except ValueError as exc:  # no gold at all (a boolean, an infinity): said with where, never the value
             raise ValueError(f"dataset column {columns.solution!r}, row {index}: {exc}") from None
-    if "code" in components:
+    if "code" in components and has(columns.tests):
         tests = code_tests(example[columns.tests], column=columns.tests, entry_point=example.get("entry_point"))
         row["tests"] = json.dumps(tests) if tests is not None else None
-    if "choice" in components and columns.options:
+    if choice_options:
         row["options"] = options
+    if with_specs:
+        row[SPEC_COLUMN] = json.dumps(specs) if specs else None
     return row
 
 
@@ -202,10 +262,16 @@ def load_prompts(
     system_prompt: str | None = None,
     tests_in_prompt: bool = True,
     options_in_prompt: bool = True,
+    dataset_shape: str = "auto",
+    options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> DatasetDict:
     """Load a hub dataset (`datasets.load_dataset(name, config)`; GSM8K gets its config `main`) or a local
     .json/.jsonl file (its one split is `train`), and turn every row into GRPO input (`to_row`). Only `prompt`,
-    `solution`, `tests` and `options` are kept. `system_prompt` defaults to `system_prompt_for(components)`.
+    `solution`, `tests`, `options` and `spec` are kept. `system_prompt` defaults to `system_prompt_for(components)`,
+    the shape's component (`SHAPE_COMPONENTS`) counted among them.
+    `dataset_shape` maps the rows of another domain to specs (`trainer_client.domains`: `auto` detects the shape by
+    the columns, `none` maps nothing). `options` (the rewards' component options), when given, let it check that
+    a component that needs each row's spec gets one.
     """
     from datasets import DatasetDict, load_dataset
 
@@ -216,31 +282,57 @@ def load_prompts(
     if not isinstance(raw, DatasetDict):
         raise ValueError(f"expected a dataset with splits from {name!r}, got {type(raw).__name__}")
     columns = columns or Columns()
-    check_columns(raw[next(iter(raw))].column_names, columns, components)
-    options = {
+    present = raw[next(iter(raw))].column_names
+    shape = resolve_shape(dataset_shape, present)
+    if shape is not None:
+        logger.info("%s: rows read as the %s dataset shape (--dataset_shape %s)", name, shape, dataset_shape)
+    check_columns(present, columns, components, shape, options)
+    task = [*components, *([SHAPE_COMPONENTS[shape]] if shape in SHAPE_COMPONENTS else [])]  # the prompt's task
+    row_options = {
         "columns": columns,
         "components": tuple(components),
-        "system_prompt": system_prompt_for(components) if system_prompt is None else system_prompt,
+        "system_prompt": system_prompt_for(task) if system_prompt is None else system_prompt,
         "tests_in_prompt": tests_in_prompt,
         "options_in_prompt": options_in_prompt,
+        "shape": shape,
     }
     return DatasetDict(
         {
-            split: part.map(to_row, with_indices=True, fn_kwargs=options, remove_columns=part.column_names)
+            split: part.map(to_row, with_indices=True, fn_kwargs=row_options, remove_columns=part.column_names)
             for split, part in raw.items()
         }
     )
 
 
-def check_columns(present: Sequence[str], columns: Columns, components: Sequence[str]) -> None:
-    """A clear error, naming the flag that fixes it, for a column the run needs and the dataset lacks."""
-    needed = [("prompt", columns.prompt)]
-    needed += [("solution", columns.solution)] if set(GOLDS) & set(components) else []
-    needed += [("tests", columns.tests)] if "code" in components else []
-    needed += [("options", columns.options)] if "choice" in components and columns.options else []
+def check_columns(
+    present: Sequence[str],
+    columns: Columns,
+    components: Sequence[str],
+    shape: str | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> None:
+    """A clear error, naming the flag that fixes it, for a column the run needs and the dataset lacks. With per-row
+    specs (a shape, a spec column), the gold and tests columns are optional; without them, a component that takes
+    its spec from the row (given its `options`) has none to take."""
+    with_specs = shape is not None or columns.spec is not None
+    needed = [("spec", columns.spec)] if columns.spec is not None else []
+    if not with_specs or shape is None or not set(PROMPT_COLUMNS) & set(present):
+        needed += [("prompt", columns.prompt)]  # a shape's rows may keep their prompt elsewhere (shape_prompt)
+    if not with_specs:
+        needed += [("solution", columns.solution)] if set(GOLDS) & set(components) else []
+        needed += [("tests", columns.tests)] if "code" in components else []
+        needed += [("options", columns.options)] if "choice" in components and columns.options else []
     for role, name in needed:
         if name not in present:
             raise ValueError(
                 f"the dataset has no column {name!r} for the {role.removesuffix('s')}s; its columns: {list(present)}. "
                 f"Name the column with --{role}_column (Columns({role}=...))"
             )
+    given = options or {}
+    from_rows = [name for name in components if name not in ROW_FIELDS and row_fields(name, given.get(name, {}))]
+    if options is not None and from_rows and not with_specs:
+        raise ValueError(
+            f"{', '.join(from_rows)} take{'s' if len(from_rows) == 1 else ''} each row's spec from the dataset, and "
+            f"its columns ({', '.join(list(present)[:12])}) fit no dataset shape: name a column of per-row specs "
+            f"with --spec_column, or the shape with --dataset_shape ({', '.join(SHAPES)})"
+        )

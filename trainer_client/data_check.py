@@ -18,7 +18,9 @@ from pydantic import ValidationError
 
 from trainer_client.client import VerifierClient
 from trainer_client.data import Columns
+from trainer_client.domains import SPEC_COLUMN, parse_specs
 from trainer_client.inputs import GOLD_READERS, code_spec
+from trainer_client.options import ROW_FIELDS, row_fields
 from verifier_service.schema import ScoreItem
 
 # A completion each gold-reading component finds an answer in (an answer it cannot find would stop it before the gold).
@@ -70,7 +72,7 @@ def row_list(rows: Sequence[int]) -> str:
     return shown + (f" and {len(rows) - SHOWN_ROWS} more" if len(rows) > SHOWN_ROWS else "")
 
 
-def column_map(columns: Columns, components: Sequence[str]) -> list[str]:
+def column_map(columns: Columns, components: Sequence[str], shape: str | None = None) -> list[str]:
     """Which dataset column feeds what, for the components a run sends.
 
     >>> for line in column_map(Columns("question", "answer"), ["math", "format"]):
@@ -86,6 +88,9 @@ def column_map(columns: Columns, components: Sequence[str]) -> list[str]:
         out.append(f"  tests    <- column {columns.tests!r}, the code tests")
     if "choice" in components and columns.options:
         out.append(f"  options  <- column {columns.options!r}, the option texts")
+    sources = ([f"column {columns.spec!r}"] if columns.spec else []) + ([shape] if shape else [])
+    if sources:
+        out.append(f"  spec     <- {' and '.join(sources)}: per-row component specs (a row's spec wins)")
     return out
 
 
@@ -97,18 +102,21 @@ def check_golds(
     items: list[ScoreItem] = []
     numbers: list[int] = []
     for number, row in enumerate(rows):
-        try:
-            gold = GOLD_READERS[component](row.get("solution"))
-        except ValueError:  # no gold at all (a boolean, an infinity)
-            check.refused.append(number)
-            continue
-        if gold is None:
-            check.without.append(number)
-            continue
-        texts = {"options": row["options"]} if component == "choice" and row.get("options") else {}
+        fields = parse_specs(row.get(SPEC_COLUMN)).get(component)  # a row's spec wins over its gold column
+        if fields is None:
+            try:
+                gold = GOLD_READERS[component](row.get("solution"))
+            except ValueError:  # no gold at all (a boolean, an infinity)
+                check.refused.append(number)
+                continue
+            if gold is None:
+                check.without.append(number)
+                continue
+            texts = {"options": row["options"]} if component == "choice" and row.get("options") else {}
+            fields = {"gold": gold, **texts}
         try:
             item = ScoreItem.model_validate(
-                {"id": str(number), "completion": PROBES[component], component: {**options, "gold": gold, **texts}}
+                {"id": str(number), "completion": PROBES[component], component: {**options, **fields}}
             )
         except ValidationError:
             check.refused.append(number)
@@ -143,6 +151,34 @@ def check_tests(rows: Sequence[Mapping[str, Any]], options: Mapping[str, Any]) -
     return out, unusable
 
 
+def check_specs(
+    component: str, rows: Sequence[Mapping[str, Any]], options: Mapping[str, Any]
+) -> tuple[list[str], int] | None:
+    """The per-row specs of a component that no gold probe checks (instructions, sql, ..., code from a spec),
+    checked against the wire schema (not scored): the report and how many rows cannot be used; None when no row has
+    one and the component does not need one. A dataset none of whose rows maps to a spec the component needs is
+    unusable as a whole."""
+    specs = [parse_specs(row.get(SPEC_COLUMN)).get(component) for row in rows]
+    needs = component not in ROW_FIELDS and bool(row_fields(component, options))
+    if all(spec is None for spec in specs) and not needs:
+        return None
+    without = [number for number, spec in enumerate(specs) if spec is None]
+    refused = []
+    for number, spec in enumerate(specs):
+        if spec is not None:
+            try:
+                ScoreItem.model_validate({"completion": "", component: {**options, **spec}})
+            except ValidationError:
+                refused.append(number)
+    usable = len(rows) - len(without) - len(refused)
+    out = [f"{component} specs: {usable} of {len(rows)} rows usable"]
+    if without:
+        out.append(f"  {len(without)} map to no {component} spec (the reward skips them): rows {row_list(without)}")
+    if refused:
+        out.append(f"  {len(refused)} with a spec the wire schema refuses: rows {row_list(refused)}")
+    return out, len(refused) + (len(without) if usable == 0 and needs else 0)
+
+
 def check_data(
     client: VerifierClient,
     rows: Sequence[Mapping[str, Any]],
@@ -150,17 +186,25 @@ def check_data(
     sent: Sequence[str],
     options: Mapping[str, Mapping[str, Any]],
     where: str,
+    shape: str | None = None,
 ) -> tuple[list[str], int]:
-    """The report on the prepared `rows` for the components a run sends, and how many rows have a gold answer or
-    tests the verifier cannot use (no reward for them: each costs its generation)."""
-    report = [f"data check of {where}: {len(rows)} rows", *column_map(columns, sent)]
+    """The report on the prepared `rows` for the components a run sends, and how many rows have a gold answer,
+    tests or a spec the verifier cannot use (no reward for them: each costs its generation). `shape`: the dataset
+    shape the rows' specs were mapped from, for the report."""
+    report = [f"data check of {where}: {len(rows)} rows", *column_map(columns, sent, shape)]
     unusable = 0
     for component in (name for name in sent if name in PROBES):
         gold = check_golds(client, component, rows, options.get(component, {}))
         report += gold.lines()
         unusable += gold.unusable
-    if "code" in sent:
+    with_code_specs = any(parse_specs(row.get(SPEC_COLUMN)).get("code") is not None for row in rows)
+    if "code" in sent and not with_code_specs:
         tests, malformed = check_tests(rows, options.get("code", {}))
         report += tests
         unusable += malformed
+    for component in (name for name in sent if name not in PROBES):
+        checked = check_specs(component, rows, options.get(component, {}))
+        if checked is not None:
+            report += checked[0]
+            unusable += checked[1]
     return report, unusable

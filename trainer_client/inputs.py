@@ -26,7 +26,8 @@ def column(kwargs: Mapping[str, Any], name: str, rows: int) -> list[Any]:
         available = sorted(key for key in kwargs if key not in ("trainer_state", "log_extra", "log_metric"))
         raise ValueError(
             f"the reward needs dataset column {name!r}, which is not in this batch; columns: {available}. "
-            "Pass the column name to the reward (gold_column= / tests_column= / options_column=) or rename the column."
+            "Pass the column name to the reward (gold_column= / tests_column= / options_column= / spec_column=) or "
+            "rename the column."
         )
     values = list(kwargs[name])
     if len(values) != rows:

@@ -43,6 +43,20 @@ PLACEHOLDER_ROWS: dict[str, dict[str, Any]] = {
 Options = dict[str, dict[str, Any]]  # component -> option name -> value
 
 
+def row_fields(component: str, options: Mapping[str, Any]) -> list[str]:
+    """The spec fields of `component` that must come from the dataset row: ROW_FIELDS for the components that read
+    their own columns; for any other, its required fields that the options do not give (an `instructions` spec's
+    `instruction_ids`, a `language` spec's `target` unless set for the whole run). Empty: the options are enough.
+
+    >>> row_fields("choice", {}), row_fields("format", {})
+    (['gold', 'options'], [])
+    """
+    if component in ROW_FIELDS:
+        return list(ROW_FIELDS[component])
+    fields = SPECS[component].model_fields
+    return [name for name, info in fields.items() if info.is_required() and name not in options]
+
+
 def check_components(components: Sequence[str]) -> None:
     """A ValueError naming the first name that is not a component, with the closest real one: a typo fails here, before
     anything looks a name up or sends it.
@@ -182,11 +196,35 @@ def check_request(
     weights: Mapping[str, float] | None,
     allow_order_inversion: bool,
 ) -> None:
-    """Validate the item this reward would send (placeholder rows), so a bad option fails now, not mid-training."""
+    """Validate the item this reward would send (placeholder rows), so a bad option fails now, not mid-training. A
+    component with no placeholder row (one whose spec comes from a spec column) has its options checked, but not the
+    fields its rows will bring."""
     try:
         template_item(sent, options, weights, allow_order_inversion)
     except ValidationError as exc:
-        raise ValueError(f"{owner}: {describe(exc)}") from None
+        errors = [e for e in exc.errors() if not _from_row(e, options)]
+        if errors:
+            raise ValueError(f"{owner}: {describe(exc, errors)}") from None
+
+
+def _from_row(error: Any, options: Mapping[str, Mapping[str, Any]]) -> bool:
+    """An error that the fields a row brings would prevent (no placeholder stands in for them), not the options'
+    fault: one of those fields missing, or a check of the whole spec (a before-validator: after-validators do not
+    run while a field is missing) that the options alone cannot pass.
+
+    >>> _from_row({"loc": ("overlong", "max_tokens"), "type": "missing"}, {}), _from_row(
+    ...     {"loc": ("overlong", "max_tokens"), "type": "missing"}, {"overlong": {"unit": "chars"}})
+    (True, True)
+    >>> _from_row({"loc": ("overlong", "unit"), "type": "literal_error"}, {})  # a wrong option stays an error
+    False
+    """
+    loc = tuple(str(part) for part in error["loc"])
+    if not loc or loc[0] not in SPECS or loc[0] in PLACEHOLDER_ROWS:
+        return False
+    from_rows = row_fields(loc[0], options.get(loc[0], {}))
+    if len(loc) == 1:
+        return bool(from_rows)
+    return error["type"] == "missing" and len(loc) == 2 and loc[1] in from_rows
 
 
 def template_item(
@@ -197,7 +235,7 @@ def template_item(
     completion: str = "",
 ) -> ScoreItem:
     """An item as a reward would send it, with placeholder rows (`PLACEHOLDER_ROWS`)."""
-    fields = {name: {**options.get(name, {}), **PLACEHOLDER_ROWS.get(name, {})} for name in sent}
+    fields = {name: {**PLACEHOLDER_ROWS.get(name, {}), **options.get(name, {})} for name in sent}
     return ScoreItem.model_validate(
         {
             "completion": completion,
@@ -208,9 +246,11 @@ def template_item(
     )
 
 
-def describe(error: ValidationError) -> str:
-    """pydantic's errors as one readable sentence each, naming the option and what is allowed."""
-    return "; ".join(_describe_one(tuple(str(part) for part in e["loc"]), e["type"], e["msg"]) for e in error.errors())
+def describe(error: ValidationError, errors: Sequence[Any] | None = None) -> str:
+    """pydantic's errors (or the `errors` kept of them) as one readable sentence each, naming the option and what is
+    allowed."""
+    chosen = error.errors() if errors is None else errors
+    return "; ".join(_describe_one(tuple(str(part) for part in e["loc"]), e["type"], e["msg"]) for e in chosen)
 
 
 def _describe_one(loc: tuple[str, ...], kind: str, message: str) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from trainer_client.domains import parse_specs
 from trainer_client.errors import (
     RETRYABLE_ERRORS,
     VerifierConnectionError,
@@ -21,7 +22,7 @@ from trainer_client.errors import (
 )
 from trainer_client.inputs import GOLD_READERS, code_spec, column, completion_text, option_texts
 from trainer_client.metrics import row_verdicts, verdict_metrics
-from trainer_client.options import Options, check_request, correctness_component, describe
+from trainer_client.options import ROW_FIELDS, Options, check_request, correctness_component, describe, row_fields
 from trainer_client.tokens import StopTokens, length_fields
 from verifier_service.schema import COMPONENTS, ItemResult, ScoreItem, Verdict
 
@@ -38,6 +39,12 @@ class RewardSpec:
     component (length) without a correctness component among `components` gets one, `correctness` (`correct_from`,
     else math), sent in the same item with weight 0: it is scored once, and the reward is the gated score alone.
     `stop` (the EOS and pad ids) decides `truncated`; without it only `completion_tokens` is sent.
+
+    `spec_column` names a dataset column of per-row specs, `{component: spec}` (a dict or its JSON string): a
+    component the row's specs name takes its fields from there (over its options); one they do not name reads its
+    own columns (gold, tests) as without a spec column, and is skipped for that row (None) when it needs row fields
+    (`options.row_fields`) and those columns are not in the batch. With a spec column in the batch, the gold and
+    tests columns are read only when present.
     """
 
     components: tuple[str, ...]
@@ -45,6 +52,7 @@ class RewardSpec:
     gold_column: str = "solution"
     tests_column: str = "tests"
     options_column: str | None = None
+    spec_column: str | None = None
     options: Options = field(default_factory=dict)
     weights: Mapping[str, float] | None = None
     allow_order_inversion: bool = False
@@ -61,6 +69,15 @@ class RewardSpec:
         if self.max_consecutive_failures is not None and self.max_consecutive_failures < 1:
             raise ValueError("max_consecutive_failures must be >= 1, or None to never raise")
         object.__setattr__(self, "correctness", correctness_component(self.components, self.options))
+        if self.spec_column is None:
+            for name in self.components:
+                fields = row_fields(name, self.options.get(name, {}))
+                if name not in ROW_FIELDS and fields:
+                    names = ", ".join(repr(field) for field in fields)
+                    raise ValueError(
+                        f"{self.name}: {name} needs the option{'s' if len(fields) > 1 else ''} {names}, or a dataset "
+                        "column of per-row specs that gives it (spec_column=, --spec_column)"
+                    )
         unsent = sorted(set(self.options) - set(self.sent))
         if unsent:
             raise ValueError(f"options name components this reward does not send: {', '.join(unsent)}")
@@ -99,24 +116,55 @@ class RewardCore:
         `completion_ids` (TRL's: one list of token ids per completion) gives each item its length fields."""
         spec, total = self.spec, len(completions)
         ids = self._ids(completion_ids, total)
-        data = {name: column(kwargs, name, total) for name in self._columns()}
+        needed, optional = self._columns(kwargs)
+        data = {name: column(kwargs, name, total) for name in needed}
+        data |= {name: column(kwargs, name, total) for name in optional if name in kwargs}
+        row_specs = data.get(spec.spec_column) if spec.spec_column else None
         entry_points = kwargs.get("entry_point") if "code" in spec.sent else None
         batch = Batch([], [], total)
         for row, completion in enumerate(completions):
-            fields = {name: self._fields(name, row, data, entry_points) for name in spec.sent}
+            specs = self._row_specs(row_specs, row)
+            fields = {name: self._spec_fields(name, row, specs, data, entry_points) for name in spec.sent}
             if any(value is None for value in fields.values()):  # no gold / tests: the reward does not apply
                 continue
             batch.items.append(self._item(row, completion, fields, length_fields(ids[row], spec.stop)))
             batch.rows.append(row)
         return batch
 
-    def _columns(self) -> list[str]:
-        """The dataset columns the sent components read."""
+    def _columns(self, kwargs: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+        """The dataset columns the sent components read: those the batch must have, and those read when present (a
+        spec column in the batch makes the gold and tests columns optional)."""
         spec, sent = self.spec, self.spec.sent
-        needed = [spec.gold_column] if set(sent) & set(GOLD_READERS) else []
-        needed += [spec.tests_column] if "code" in sent else []
-        needed += [spec.options_column] if "choice" in sent and spec.options_column else []
-        return needed
+        own = [spec.gold_column] if set(sent) & set(GOLD_READERS) else []
+        own += [spec.tests_column] if "code" in sent else []
+        own += [spec.options_column] if "choice" in sent and spec.options_column else []
+        if spec.spec_column is None:
+            return own, []
+        generic = [name for name in sent if name not in ROW_FIELDS and row_fields(name, spec.options.get(name, {}))]
+        if spec.spec_column in kwargs or generic:  # a component that only a spec column can feed needs it
+            return [spec.spec_column], own
+        return own, []
+
+    def _row_specs(self, values: list[Any] | None, row: int) -> dict[str, Any]:
+        if values is None:
+            return {}
+        try:
+            return parse_specs(values[row], str(self.spec.spec_column))
+        except ValueError as exc:  # a dataset's bug: said with where it is, never the value
+            raise ValueError(f"{self.spec.name}: row of completion {row}: {exc}") from None
+
+    def _spec_fields(
+        self, name: str, row: int, specs: Mapping[str, Any], data: Mapping[str, list[Any]], entry_points: Any
+    ) -> Any:
+        """Component `name`'s spec fields for one row: the row's spec for it over its options; else what it reads
+        from its own columns (`_fields`); None when the row has nothing for a component that needs it."""
+        options = self.spec.options.get(name, {})
+        if name in specs:
+            return {**options, **specs[name]}
+        if name in ROW_FIELDS:
+            own = self.spec.tests_column if name == "code" else self.spec.gold_column
+            return self._fields(name, row, data, entry_points) if own in data else None
+        return None if row_fields(name, options) else options
 
     def _fields(self, name: str, row: int, data: Mapping[str, list[Any]], entry_points: Any) -> Any:
         """Component `name`'s spec fields for one row: its options, plus what it reads from the row; None when the
@@ -138,7 +186,7 @@ class RewardCore:
         if gold is None:
             return None
         texts = None
-        if name == "choice" and spec.options_column:
+        if name == "choice" and spec.options_column and spec.options_column in data:
             texts = option_texts(data[spec.options_column][row], spec.options_column)
         return {**options, "gold": gold, **({"options": texts} if texts else {})}
 

@@ -60,7 +60,11 @@ class _RewardBase(Generic[ClientT]):
 
     Dataset columns: the gold answer of math, choice (a letter, a list of letters, or a 0-based index) and answer
     (a string or a list of aliases) comes from `gold_column`; code tests from `tests_column`; the option texts of
-    choice from `options_column`, when given.
+    choice from `options_column`, when given. `spec_column` names a column of per-row specs (`{component: spec}`, a
+    dict or its JSON string): the way in for every component whose spec comes from the row (instructions, sql,
+    json_schema, procedural, ... as `trainer_client.domains` maps their datasets), and a way for any other; a row's
+    spec wins over the options. A component whose spec the row lacks is skipped for that row (None) when it needs
+    row fields.
 
     `length` reads correctness from a primary component (`correct_from=`, default math); when the reward does not
     score that one itself, it sends it in the same item with weight 0, so the reward is the length score alone.
@@ -86,6 +90,7 @@ class _RewardBase(Generic[ClientT]):
         gold_column: str = "solution",
         tests_column: str = "tests",
         options_column: str | None = None,
+        spec_column: str | None = None,
         options: Mapping[str, Mapping[str, Any] | ComponentSpec] | None = None,
         math_options: MathOptions | None = None,
         format_options: FormatOptions | None = None,
@@ -113,6 +118,7 @@ class _RewardBase(Generic[ClientT]):
             gold_column=gold_column,
             tests_column=tests_column,
             options_column=options_column,
+            spec_column=spec_column,
             options=gather_options(
                 parts,
                 options,
@@ -125,7 +131,7 @@ class _RewardBase(Generic[ClientT]):
             max_consecutive_failures=max_consecutive_failures,
         )
         self.__name__ = self.spec.name
-        if parts == ("overlong",) and self.spec.options["overlong"].get("on_truncated") == "null":
+        if parts == ("overlong",) and self.spec.options.get("overlong", {}).get("on_truncated") == "null":
             logger.warning(
                 '%s: on_truncated "null" leaves a cut-off completion out of TRL\'s training only when every reward '
                 "function returns None for it; beside other reward functions TRL adds this None as 0, overlong's best "
@@ -161,8 +167,8 @@ class _RewardBase(Generic[ClientT]):
 
 
 class VerifierReward(_RewardBase[VerifierClient]):
-    """A TRL reward function that scores `components` (one of "math", "code", "choice", "answer", "format",
-    "overlong", "length", "repetition", or several) with the verifier.
+    """A TRL reward function that scores `components` (one name of `verifier_service.schema.COMPONENTS`: "math",
+    "code", "choice", "answer", "format", "overlong", "length", "repetition", ..., or several) with the verifier.
 
     With one component the reward is that component's score; with several, their weighted sum (`weights`,
     default 1.0 each). The gold answer comes from dataset column `gold_column`, code tests from `tests_column`.

@@ -42,6 +42,7 @@ from trainer_client.client import VerifierClient
 from trainer_client.config import DEFAULT_URL, api_key_or_env
 from trainer_client.data import Columns, load_prompts
 from trainer_client.data_check import check_data
+from trainer_client.domains import DATASET_SHAPES, SPEC_COLUMN
 from trainer_client.errors import (
     VerifierConnectionError,
     VerifierError,
@@ -50,7 +51,7 @@ from trainer_client.errors import (
     VerifierUnavailableError,
 )
 from trainer_client.gsm8k import HUB_ID
-from trainer_client.options import template_item
+from trainer_client.options import PLACEHOLDER_ROWS, row_fields, template_item
 from trainer_client.reward_group import VerifierRewards
 from trainer_client.rewards import AsyncVerifierReward, VerifierReward
 from trainer_client.tokens import stop_token_ids
@@ -116,6 +117,23 @@ class VerifierScriptArguments:
     options_in_prompt: bool = field(
         default=True,
         metadata={"help": "With --options_column: list the options under a text prompt (off when it lists them)."},
+    )
+    spec_column: str | None = field(
+        default=None,
+        metadata={
+            "help": "Column of per-row component specs, {component: spec} as an object or its JSON string (e.g. "
+            '{"instructions": {"instruction_ids": [...], "kwargs": [...]}}): how any component gets what it grades '
+            "a row by; a row's spec wins over --solution_column and --tests_column."
+        },
+    )
+    dataset_shape: str = field(
+        default="auto",
+        metadata={
+            "help": f"How rows of other domains become specs: {', '.join(DATASET_SHAPES)}. auto picks by the columns "
+            "(instruction_id_list or verifier_metadata: ifeval; ground_truth: open_instruct; db_id with SQL or "
+            "query: bird; question, answer and metadata: reasoning_gym; schema or schema_str: json_schema); none "
+            "maps nothing. README 'Datasets of other domains' (docs/trainers.md) lists what each maps to."
+        },
     )
     verifier_url: str = field(
         default=DEFAULT_URL,
@@ -238,7 +256,7 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
                 "format_prefilled"),
     "data": ("dataset_name", "dataset_config", "dataset_train_split", "dataset_test_split", "prompt_column",
              "solution_column", "tests_column", "options_column", "tests_in_prompt", "options_in_prompt",
-             "max_train_samples", "system_prompt", "check_data"),
+             "spec_column", "dataset_shape", "max_train_samples", "system_prompt", "check_data"),
 }  # fmt: skip
 # TRL's own flags (GRPOConfig, ModelConfig) that most runs set: name -> (metavar, help); `--help-all` lists them all.
 TRL_FLAGS: dict[str, tuple[str, str]] = {
@@ -318,6 +336,7 @@ def reward_functions(
         "api_key": api_key_or_env(args.verifier_api_key),
         "options": component_options(args, max_completion_length),
         "options_column": "options" if args.options_column else None,
+        "spec_column": SPEC_COLUMN,  # the prepared rows' specs, when the data has any (data.to_row)
         "allow_order_inversion": args.allow_order_inversion,
         "max_consecutive_failures": args.max_consecutive_failures,
     }
@@ -368,7 +387,12 @@ def check_item(reward: Any) -> ScoreItem:
     before anything heavy loads. It is right for every correctness component, and short."""
     spec = reward.spec
     completion = "<think>a check</think>The answer is \\boxed{1}.\n```python\nprint(1)\n```"
-    item = template_item(spec.sent, spec.options, spec.item_weights, spec.allow_order_inversion, completion)
+    sent = [name for name in spec.sent if name in PLACEHOLDER_ROWS or not row_fields(name, spec.options.get(name, {}))]
+    left_out = [name for name in spec.sent if name not in sent]
+    if left_out:  # their specs come from the rows: the first training step checks them
+        logger.info("the verifier check leaves out %s, whose specs come from the data", ", ".join(left_out))
+    weights = {name: w for name, w in (spec.item_weights or {}).items() if name in sent} or None
+    item = template_item(sent or ["format"], spec.options, weights, spec.allow_order_inversion, completion)
     return item.model_copy(update={"completion_tokens": 8, "truncated": False})
 
 
@@ -435,7 +459,11 @@ def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_
     if script_args.dataset_name is None:
         raise ValueError("--dataset_name is required (a hub id such as openai/gsm8k, or a local .json/.jsonl file)")
     columns = Columns(
-        script_args.prompt_column, script_args.solution_column, script_args.tests_column, script_args.options_column
+        script_args.prompt_column,
+        script_args.solution_column,
+        script_args.tests_column,
+        script_args.options_column,
+        script_args.spec_column,
     )
     try:  # a column the run needs and the dataset lacks, a row with no usable gold: one line, not a traceback
         dataset = load_prompts(
@@ -446,6 +474,8 @@ def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_
             system_prompt=script_args.system_prompt,
             tests_in_prompt=script_args.tests_in_prompt,
             options_in_prompt=script_args.options_in_prompt,
+            dataset_shape=script_args.dataset_shape,
+            options=rewards[0].spec.options,
         )
     except ValueError as exc:
         raise SystemExit(f"error: {script_args.dataset_name}: {exc}") from exc
@@ -527,7 +557,9 @@ def report_data(
     spec = rewards[0].spec  # every reward function of a run sends the same components with the same options
     where = f"{args.dataset_name}, split {args.dataset_train_split}"
     with VerifierClient(args.verifier_url, api_key=api_key_or_env(args.verifier_api_key)) as client:
-        report, unusable = check_data(client, rows, columns, spec.sent, spec.options, where)
+        mapped = bool(rows) and SPEC_COLUMN in rows[0] and args.dataset_shape != "none"
+        shape = f"--dataset_shape {args.dataset_shape}" if mapped else None
+        report, unusable = check_data(client, rows, columns, spec.sent, spec.options, where, shape)
     for line in report:
         print(line)
     print(

@@ -27,6 +27,7 @@ from verifier_service.compat_mapping import (
     SlimeRequest,
     invalid,
     nemo_gym_answer,
+    nemo_gym_label,
     openrlhf_answer,
     openrlhf_completion,
     parse_body,
@@ -190,8 +191,7 @@ async def nemo_gym_verify(
 ) -> Response:
     """NeMo-Gym's resources-server `/verify`: the row, `responses_create_params` and `response` -> the body plus
     `reward` and `mask_sample`. A sample the verifier cannot judge is masked (reward 0.0, `mask_sample: true`)."""
-    where = "verifier" if body.verifier is not None else "expected_answer"
-    label = body.verifier if body.verifier is not None else body.expected_answer
+    label, where = nemo_gym_label(body)
     items = [score_item(response_text(body.response), label, config, where)]
     results = await _score(request, items, engine, settings, metrics, "response", where)
     if results is None:

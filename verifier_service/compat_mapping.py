@@ -5,7 +5,10 @@ answers.
 
 What a trainer sends as its label picks the components: a string (or a number) is the gold answer of the
 components named by the URL's `components` (default math); an object, or a JSON string of one, is the item's
-component specs (`{"math": {"gold": "72"}, "format": {}}`). Extra keys are fixed per URL, whatever the label asks
+component specs (`{"math": {"gold": "72"}, "format": {}}`). Instruction-following ground truths in the datasets'
+own shapes are `instructions` specs (`domain_labels`): a label that is open-instruct's ground-truth string
+(`[{'instruction_id': [...], 'kwargs': [...]}]`), and a NeMo-Gym `/verify` body with `verifier_metadata` (or
+`instruction_id_list` at its top level) and no `verifier`. Extra keys are fixed per URL, whatever the label asks
 for, because the trainers build their metric columns from the first sample's keys.
 """
 
@@ -20,8 +23,14 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from verifier_service.domain_labels import (
+    LabelError,
+    is_open_instruct_label,
+    nemo_gym_instructions,
+    open_instruct_instructions,
+)
 from verifier_service.problems import MAX_ERRORS, describe
-from verifier_service.schema import COMPONENTS, WEIGHT_LIMIT, ItemResult, ScoreItem
+from verifier_service.schema import COMPONENTS, PRIMARIES, SPECS, WEIGHT_LIMIT, GatedSpec, ItemResult, ScoreItem
 
 # End-of-turn, end-of-text and padding tokens of the common chat templates (Qwen, Llama 2/3, Mistral, Phi-3, Gemma,
 # DeepSeek, gpt-oss): what OpenRLHF's decoded queries end in. Both ways OpenRLHF calls the verifier strip them: the
@@ -37,8 +46,17 @@ QUERY_WITHOUT_PROMPT = (
     "does not hold its prompt (OpenRLHF decodes the prompt and the response together), so its response cannot be "
     "told apart from it"
 )
-GOLD_COMPONENTS = ("math", "choice", "answer")  # a gold label is their `gold`
-PLAIN_COMPONENTS = ("format", "repetition")  # need no options
+# From the schema, so that a new component falls in its place: a gold label is the `gold` of the correctness
+# components that have one (math, choice, answer); a URL may name the others that need no options (format,
+# repetition), but not a gated one, nor one with required fields (their specs come as the label).
+GOLD_COMPONENTS = tuple(name for name in PRIMARIES if "gold" in SPECS[name].model_fields)
+PLAIN_COMPONENTS = tuple(
+    name
+    for name, spec in SPECS.items()
+    if name not in PRIMARIES
+    and not issubclass(spec, GatedSpec)
+    and not any(field.is_required() for field in spec.model_fields.values())
+)
 JUDGED = "verifier_judged"  # 1.0, or 0.0 when the reward is a fallback (or NeMo's masked 0.0)
 STRIP_WINDOW = 4096  # special tokens are stripped from this many final characters at most
 SPEC_OR_GOLD = "a gold answer (a string or a number), or component specs (an object, or a JSON string of one)"
@@ -261,9 +279,44 @@ def score_item(completion: str, label: Any, config: CompatConfig, where: str) ->
     return _validated(fields, lambda loc, described: "?weights" if not loc or loc[0] == "weights" else where)
 
 
+def nemo_gym_label(body: NeMoGymVerifyRequest) -> tuple[Any, str]:
+    """What a NeMo-Gym `/verify` body is scored against, and where it is in the body: `verifier` (specs), else the
+    row's instruction list (`verifier_metadata`, or `instruction_id_list` at the top level: NeMo-Gym's
+    instruction-following rows) as an `instructions` spec, else `expected_answer` (a gold)."""
+    if body.verifier is not None:
+        return body.verifier, "verifier"
+    row = body.model_extra or {}
+    if isinstance(row.get("verifier_metadata"), dict) or "instruction_id_list" in row:
+        where = "verifier_metadata" if isinstance(row.get("verifier_metadata"), dict) else "instruction_id_list"
+        try:
+            spec = nemo_gym_instructions(row)
+        except LabelError as exc:
+            raise invalid(where, str(exc)) from None
+        if spec is not None:
+            return {"instructions": spec}, where
+    return body.expected_answer, "expected_answer"
+
+
+def label_specs(label: Any, where: str) -> dict[str, Any] | None:
+    """The component specs a label holds (an object, its JSON, or open-instruct's instruction ground truth); None for
+    a gold answer. A label in one of these shapes that cannot be read is `Invalid` at `where`.
+
+    >>> label_specs("[{'instruction_id': ['punctuation:no_comma'], 'kwargs': [None]}]", "label")
+    {'instructions': {'instruction_ids': ['punctuation:no_comma'], 'kwargs': [None]}}
+    >>> label_specs("72", "label") is None
+    True
+    """
+    return _spec(label, where)
+
+
 def _spec(label: Any, where: str) -> dict[str, Any] | None:
     if isinstance(label, dict):
         return label
+    if is_open_instruct_label(label):
+        try:
+            return {"instructions": open_instruct_instructions(label)}
+        except LabelError as exc:
+            raise invalid(where, str(exc)) from None
     if isinstance(label, str) and label.lstrip().startswith('{"'):  # JSON; never a LaTeX gold such as {1, 2}
         try:
             spec = json.loads(label)

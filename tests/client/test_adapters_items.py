@@ -238,3 +238,18 @@ def test_the_adapters_read_a_sample_as_the_schema_does(ground_truth: Any, data_s
     item = build_item(CHAT, ground_truth, config(**options), data_source=data_source)
     raw = verifier_service.schema.ScoreItem.model_validate({"completion": CHAT, **spec})
     assert item == raw and item.completion == "<think>6*7</think>42"
+
+
+def test_an_instruction_following_ground_truth_becomes_an_instructions_spec() -> None:
+    """verl's, OpenRLHF's, slime's and NeMo-RL's ground truth of Tulu / IFEval rows; the spec is scored once the
+    `instructions` component is in the schema (the item is built from it as from any spec)."""
+    from trainer_client.integrations.ground_truth import specs_from_ground_truth
+
+    spec = {"instruction_ids": ["change_case:english_lowercase"], "kwargs": [None]}
+    tulu = "[{'instruction_id': ['change_case:english_lowercase'], 'kwargs': [None]}]"
+    assert specs_from_ground_truth(tulu, "math") == {"instructions": spec}
+    google = {"instruction_id_list": ["change_case:english_lowercase"], "kwargs": [{"unused": None}]}
+    assert specs_from_ground_truth(json.dumps(google), "math") == {"instructions": {**spec, "kwargs": [{}]}}
+    with pytest.raises(ValueError, match="Python-literal list") as error:
+        specs_from_ground_truth("[{'instruction_id': ['a:b'], 'kwargs': [SECRET_NAME]}]", "math")
+    assert "SECRET_NAME" not in str(error.value)

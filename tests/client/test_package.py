@@ -41,6 +41,7 @@ DOCUMENTED = [
     "trainer_client.gsm8k",
     "trainer_client.data",
     "trainer_client.data_check",
+    "trainer_client.domains",
     "trainer_client.train",
     "trainer_client.readiness",
     "trainer_client.integrations.common",

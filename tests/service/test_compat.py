@@ -456,3 +456,26 @@ def test_compat_requests_are_counted_as_score_requests(keyed: Server) -> None:
     post(keyed, f"{with_key}/openrlhf", {"query": [RIGHT], "labels": [UNPARSEABLE_GOLD]})
     post(keyed, f"{with_key}/nemo-gym/seed_session", {})  # not a score request
     assert {status: counted(status) - before[status] for status in before} == {200: 1.0, 401: 1.0, 503: 1.0}
+
+
+# Instruction-following labels in the datasets' own shapes (the spec they map to is tested in
+# tests/unit/test_compat_mapping.py; scoring one needs the `instructions` component).
+
+
+@pytest.mark.parametrize("path", LABELED)
+def test_a_malformed_open_instruct_label_is_a_422_at_the_label_never_echoed(server: Server, path: str) -> None:
+    label = f"[{{'instruction_id': ['a:b'], 'kwargs': [__import__('os').getenv('{SECRET}')]}}]"  # never run
+    if path.endswith("verify"):
+        answer = post(server, path, gym_row("x", expected_answer=label))
+    else:
+        answer = raw_post(server, path, LABELED[path].format(json.dumps(label)))
+    assert answer.status_code == 422, answer.text
+    [error] = answer.json()["errors"]
+    assert error["loc"] == WHERE[path] and "Python-literal list" in error["msg"] and SECRET not in answer.text
+
+
+def test_a_malformed_nemo_gym_instruction_row_is_a_422_at_its_metadata(server: Server) -> None:
+    metadata = {"instruction_id_list": ["a:b"], "kwargs": [None], "grading_mode": SECRET}
+    answer = post(server, "/v1/compat/nemo-gym/verify", gym_row("x", verifier_metadata=metadata))
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["errors"][0]["loc"] == "verifier_metadata" and SECRET not in answer.text

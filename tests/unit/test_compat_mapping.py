@@ -13,7 +13,9 @@ from verifier_service.compat_mapping import (
     CompatConfig,
     Invalid,
     NeMoGymVerifyRequest,
+    label_specs,
     nemo_gym_answer,
+    nemo_gym_label,
     openrlhf_answer,
     openrlhf_completion,
     parse_config,
@@ -174,12 +176,60 @@ def test_a_spec_label_is_the_whole_item(label: Any) -> None:
         ("1", CompatConfig(("math",), {"format": 1.0}), "?weights"),
         ("1", CompatConfig(("math",), {"math": -1.0}), "?weights"),
         ("1" * 10_001, CompatConfig(), "labels.3"),
+        (f"[{{'instruction_id': ['a:b'], 'kwargs': [{SECRET}]}}]", CompatConfig(), "labels.3"),  # not a literal
+        (f"[{{'instruction_id': '{SECRET}', 'kwargs': []}}]", CompatConfig(), "labels.3"),
+        (
+            "[{'instruction_id': ['a:b'], 'kwargs': [" + "[" * 100_000 + "]" * 100_000 + "]}]",
+            CompatConfig(),
+            "labels.3",
+        ),
     ],
 )
 def test_a_bad_label_is_located_and_never_echoed(label: Any, config: CompatConfig, loc: str) -> None:
     with pytest.raises(Invalid) as caught:
         score_item("x", label, config, "labels.3")
     assert [where for where, _ in problems(caught)] == [loc]
+
+
+OPEN_INSTRUCT = "[{'instruction_id': ['detectable_format:title', 'keywords:frequency'], 'kwargs': [None, {'keyword': 'pink', 'frequency': 2, 'relation': 'at least', 'num_words': None}]}]"  # noqa: E501
+INSTRUCTIONS = {
+    "instruction_ids": ["detectable_format:title", "keywords:frequency"],
+    "kwargs": [None, {"keyword": "pink", "frequency": 2, "relation": "at least"}],
+}
+
+
+def test_open_instructs_ground_truth_string_is_an_instructions_spec() -> None:
+    """The spec the label maps to (the route scores it once the `instructions` component exists)."""
+    assert label_specs(OPEN_INSTRUCT, "labels.0") == {"instructions": INSTRUCTIONS}
+    assert label_specs("[1, 2]", "labels.0") is None and label_specs("{1, 2}", "labels.0") is None  # math golds
+
+
+def gym_body(**row: Any) -> NeMoGymVerifyRequest:
+    return NeMoGymVerifyRequest.model_validate({"responses_create_params": {}, "response": {"output": []}, **row})
+
+
+def test_a_nemo_gym_instruction_following_row_is_scored_against_its_instructions() -> None:
+    metadata = {"instruction_id_list": INSTRUCTIONS["instruction_ids"], "prompt": "p",
+                "kwargs": INSTRUCTIONS["kwargs"], "grading_mode": "fraction"}  # fmt: skip
+    expected = {"instructions": {**INSTRUCTIONS, "grading": "fraction"}}
+    assert nemo_gym_label(gym_body(verifier_metadata=metadata)) == (expected, "verifier_metadata")
+    assert nemo_gym_label(gym_body(**metadata)) == (expected, "instruction_id_list")  # NeMo-Gym's older rows
+    assert nemo_gym_label(gym_body(verifier_metadata=metadata, verifier={"format": {}})) == ({"format": {}}, "verifier")
+    assert nemo_gym_label(gym_body(verifier_metadata={"x": 1}, expected_answer="4")) == ("4", "expected_answer")
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {"instruction_id_list": SECRET, "kwargs": []},
+        {"instruction_id_list": ["a:b"], "kwargs": [SECRET]},
+        {"instruction_id_list": ["a:b"], "kwargs": [None], "grading_mode": SECRET},
+    ],
+)
+def test_a_bad_nemo_gym_instruction_row_is_located_and_never_echoed(metadata: dict[str, Any]) -> None:
+    with pytest.raises(Invalid) as caught:
+        nemo_gym_label(gym_body(verifier_metadata=metadata))
+    assert [where for where, _ in problems(caught)] == ["verifier_metadata"]
 
 
 def test_an_unknown_field_of_a_label_gets_the_closest_name() -> None:

@@ -2,8 +2,10 @@
 
 verl passes the `ground_truth` of its dataset's `reward_model` column, OpenRLHF a `label`, slime `sample.label`,
 NeMo-RL `metadata["ground_truth"]`. What it holds depends on the dataset: a math answer (`"72"`, `"\\frac{1}{2}"`),
-the item's specs themselves (`{"math": {"gold": "72"}, "format": {}}`), or a code dataset's tests (a list of tests,
-or APPS/TACO/PRIME's `{"inputs": [...], "outputs": [...], "fn_name": ...}`), often as a JSON string.
+the item's specs themselves (`{"math": {"gold": "72"}, "format": {}}`), a code dataset's tests (a list of tests,
+or APPS/TACO/PRIME's `{"inputs": [...], "outputs": [...], "fn_name": ...}`), often as a JSON string, or an
+instruction-following ground truth: open-instruct's Python-literal string (`[{'instruction_id': [...], ...}]`) or an
+IFEval / NeMo-Gym `{"instruction_id_list": [...], "kwargs": [...]}`, both read as an `instructions` spec.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from trainer_client.inputs import answer_gold, choice_gold, code_tests, gold_text
-from verifier_service.schema import COMPONENTS, PRIMARIES, ScoreItem
+from verifier_service.domain_labels import is_open_instruct_label, nemo_gym_instructions, open_instruct_instructions
+from verifier_service.schema import COMPONENTS, PRIMARIES, SPECS, ScoreItem
 
 # What a ground-truth dict may hold to be taken as the item's own specs: every field of an item except the text.
 ITEM_FIELDS = frozenset(ScoreItem.model_fields) - {"completion", "id", "prompt"}
@@ -99,12 +102,18 @@ def specs_from_ground_truth(ground_truth: Any, component: str) -> dict[str, Any]
     'stdio'
     """
     value = json_object(plain(ground_truth))
+    if is_open_instruct_label(value):
+        return {"instructions": open_instruct_instructions(value)}
     if isinstance(value, dict):
         return _specs_from_dict(value, component)
     if component == "code":
         return {"code": code_fields(value)}
     if component not in PRIMARIES:
         raise ValueError(f"a ground truth feeds one of {', '.join(PRIMARIES)}, not {component}")
+    fields = SPECS[component].model_fields
+    if "gold" not in fields:  # a component graded by more than an answer (sql, procedural, ...): its spec
+        raise ValueError(f"a {component} ground truth is its spec, a dict of {', '.join(fields)} (or its JSON), not "
+                         "a gold answer")  # fmt: skip
     if component == "math" and isinstance(value, list):
         raise ValueError(f"a math ground truth is one answer, got a list of {len(value)}; send the answer itself, or "
                          "specs such as {'answer': {'gold': [...aliases]}}")  # fmt: skip
@@ -119,6 +128,12 @@ def _specs_from_dict(value: dict[str, Any], component: str) -> dict[str, Any]:
         return value
     if {"inputs", "outputs", "fn_name", "tests"} & set(value):
         return {"code": code_fields(value)}
+    instructions = nemo_gym_instructions(value)
+    if instructions is not None:
+        return {"instructions": instructions}
+    fields = SPECS[component].model_fields if component in SPECS else {}
+    if "gold" not in fields and value and set(value) <= set(fields):  # the component's own spec fields
+        return {component: value}
     if component == "answer" and "target" in value:
         gold = answer_gold(value["target"])
         if gold is None:
