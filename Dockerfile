@@ -36,12 +36,13 @@ RUN set -eu; \
         printf '%s\n' "$PIP_CA_CERTS" >> /tmp/pip-ca.pem; \
     fi
 
-# Dependencies first, from pyproject.toml alone: editing the code reuses this layer (and its downloads).
+# Dependencies first, from pyproject.toml alone: editing the code reuses this layer (and its downloads). With them
+# the `procedural` extra (reasoning-gym, for the component of that name).
 COPY pyproject.toml /src/
 RUN set -eu; \
     if [ -s /tmp/pip-ca.pem ]; then export PIP_CERT=/tmp/pip-ca.pem; fi; \
-    python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
-        > /tmp/requirements.txt; \
+    python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+        print("\n".join(p["dependencies"] + p["optional-dependencies"]["procedural"]))' > /tmp/requirements.txt; \
     pip install --quiet -r /tmp/requirements.txt 'setuptools>=77'
 
 COPY README.md setup.py /src/

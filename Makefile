@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml setup.py verifier_service/scoring/_repetition.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# [train] brings torch with its CUDA libraries (PyPI has no CPU-only Linux wheel): ~4 GB, ~1.5 min cold
-	$(BIN)/python -m pip install --quiet -e '.[dev,train]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,train,procedural]'
 	touch $(STAMP)
 
 install: $(STAMP) system-deps

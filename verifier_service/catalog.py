@@ -28,6 +28,11 @@ class ComponentInfo(BaseModel):
     schema_: dict[str, Any] = Field(..., alias="schema", description="The options' JSON schema, as requests use it.")
     verdicts: list[str]
     null_verdicts: list[str] = Field(..., description="The verdicts whose score is null: the item is not judged.")
+    available: bool = Field(
+        True,
+        description="Whether this server can judge it: false when what it needs is not installed (its items "
+        "are then null).",
+    )
 
 
 class ComponentsResponse(BaseModel):
@@ -36,7 +41,7 @@ class ComponentsResponse(BaseModel):
 
 def describe(spec: type[ComponentSpec], verdicts: tuple[Verdict, ...]) -> ComponentInfo:
     options = {
-        name: OptionInfo(
+        field.alias or name: OptionInfo(  # the name on the wire
             required=field.is_required(),
             default=None if field.is_required() else field.get_default(call_default_factory=True),
             description=field.description,
@@ -53,6 +58,7 @@ def describe(spec: type[ComponentSpec], verdicts: tuple[Verdict, ...]) -> Compon
         schema=spec.model_json_schema(),
         verdicts=[v.value for v in verdicts],
         null_verdicts=null,
+        available=spec.available(),
     )
 
 

@@ -1,12 +1,14 @@
 """The wire contract of the verifier, v1 (DESIGN.md section 3).
 
 This module is the one place the request and response shapes are defined: the service validates with these
-models and the trainer client builds and parses with them. It imports pydantic and nothing else of the project.
+models and the trainer client builds and parses with them. It imports pydantic and, of the project, only a constant:
+the names of reasoning-gym's datasets (procedural_datasets.py).
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import numbers
 import re
@@ -19,6 +21,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     StrictBool,
     StrictFloat,
     StrictInt,
@@ -27,11 +30,18 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.types import JsonValue
+
+from verifier_service.procedural_datasets import DATASETS as PROCEDURAL_DATASETS
+from verifier_service.procedural_datasets import REASONING_GYM_VERSION
+from verifier_service.procedural_datasets import installed as procedural_installed
 
 API_VERSION = "v1"
 # Every component, in the order results list them. A component is a spec model below (a `ComponentSpec`), a field
 # of `ScoreItem` and a scorer in `verifier_service.components`.
-ComponentName = Literal["math", "code", "choice", "answer", "format", "overlong", "length", "repetition", "language"]
+ComponentName = Literal[
+    "math", "code", "choice", "answer", "procedural", "format", "overlong", "length", "repetition", "language"
+]  # fmt: skip
 COMPONENTS: tuple[str, ...] = get_args(ComponentName)
 WEIGHT_LIMIT = 1e6  # |weight| at most this: a weighted sum of component scores can never overflow to inf
 
@@ -71,6 +81,9 @@ class Verdict(StrEnum):
     NOT_AN_OPTION = "not_an_option"  # choice: the answer names a letter that is not among the options
     PARTIAL = "partial"  # answer, match "f1": some words in common with the gold
     BAD_GOLD = "bad_gold"  # cannot judge: the gold is not a usable answer
+    # procedural (with correct, partial, wrong, no_answer, answer_too_long, timeout)
+    SCORER_ERROR = "scorer_error"  # cannot judge: the dataset's own scorer raised
+    SCORER_UNAVAILABLE = "scorer_unavailable"  # cannot judge: reasoning-gym is not installed on this server
     # overlong, length
     WITHIN_BUDGET = "within_budget"
     IN_BUFFER = "in_buffer"
@@ -281,7 +294,7 @@ _LettersInput = str | _Index | list[str | _Index]
 
 
 Role = Literal["primary", "shaping"]
-PrimaryName = Literal["math", "code", "choice", "answer"]  # the components that judge correctness
+PrimaryName = Literal["math", "code", "choice", "answer", "procedural"]  # the components that judge correctness
 
 
 class ComponentSpec(_Strict):
@@ -300,6 +313,11 @@ class ComponentSpec(_Strict):
     def partial_credit(self) -> bool:
         """Whether a wrong answer may score above 0 (read by the order guard, for correctness components)."""
         return False
+
+    @classmethod
+    def available(cls) -> bool:
+        """Whether this server can judge the component (GET /v1/components says it)."""
+        return True
 
 
 class GatedSpec(ComponentSpec):
@@ -606,6 +624,99 @@ class AnswerSpec(ComponentSpec):
         return gold
 
 
+_ENTRY_CHARS = 64 * 1024
+_PROCEDURAL_ENUM: list[JsonValue] = [*sorted(PROCEDURAL_DATASETS)]  # published: generated requests name a real one
+
+
+class ProceduralEntry(_Strict):
+    """A reasoning-gym entry, as the library generates it (`dataset[i]`) and its JSON keeps it."""
+
+    question: str = Field(..., description="The question (not scored; some scorers read it).")
+    answer: str | None = Field(..., description="The entry's own answer (null for a dataset with none).")
+    metadata: dict[str, Any] = Field(..., description="What the dataset's scorer reads besides the answer.")
+
+
+class ProceduralSpec(ComponentSpec):
+    """reasoning-gym's own scorer for one of its datasets, on the last <answer> block after the reasoning, else the
+    last \\boxed{}, else the whole answer (as NeMo-Gym reads it): 1 when it scores the answer 1.0, else 0 (or its
+    score, with `partial_credit`). Runs in a worker process with a time limit: a scorer that raises or overruns is
+    null."""
+
+    # `partial_credit` is the option's name on the wire; in Python it is `partial`, since ComponentSpec's
+    # partial_credit() is the method the order guard asks.
+    model_config = ConfigDict(serialize_by_alias=True)
+    role = "primary"
+    verdicts = (
+        Verdict.CORRECT, Verdict.PARTIAL, Verdict.WRONG, Verdict.NO_ANSWER, Verdict.ANSWER_TOO_LONG, Verdict.TIMEOUT,
+        Verdict.SCORER_ERROR, Verdict.SCORER_UNAVAILABLE, Verdict.WORKER_CRASHED, Verdict.DEADLINE_EXCEEDED,
+        Verdict.INTERNAL_ERROR,
+    )  # fmt: skip
+    null_verdicts = (
+        Verdict.TIMEOUT, Verdict.SCORER_ERROR, Verdict.SCORER_UNAVAILABLE, Verdict.WORKER_CRASHED,
+        Verdict.DEADLINE_EXCEEDED, Verdict.INTERNAL_ERROR,
+    )  # fmt: skip
+
+    dataset: str = Field(
+        ...,
+        max_length=64,
+        description=f"The reasoning-gym dataset that made the entry (its metadata.source_dataset), as reasoning-gym "
+        f"{REASONING_GYM_VERSION} names it.",
+        json_schema_extra={"enum": _PROCEDURAL_ENUM},
+    )
+    entry: ProceduralEntry = Field(
+        ..., description=f"The entry the answer is scored against; at most {_ENTRY_CHARS // 1024} KB as JSON."
+    )
+    partial: StrictBool = Field(
+        False,
+        alias="partial_credit",
+        description="Score a not fully right answer as the scorer does (between 0 and 1), not 0.",
+    )
+    timeout_s: StrictFloat = Field(5.0, gt=0, le=30, description="The scorer's wall-clock limit.")
+    think_tag: str = _think_tag()
+    _entry_json: str = PrivateAttr("")
+
+    def partial_credit(self) -> bool:
+        return self.partial
+
+    @classmethod
+    def available(cls) -> bool:
+        return procedural_installed()  # the `procedural` extra; without it every item is null, scorer_unavailable
+
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, dataset: str) -> str:
+        if dataset not in PROCEDURAL_DATASETS:  # the message never echoes the name it was sent
+            raise ValueError(
+                f"not a dataset of reasoning-gym {REASONING_GYM_VERSION} (GET /v1/components lists them; for a "
+                "composite entry, send its metadata.source_dataset)"
+            )
+        return dataset
+
+    @model_validator(mode="after")
+    def _bounded_entry(self) -> ProceduralSpec:
+        try:
+            text = canonical_json(self.entry.model_dump())
+        except ValueError:
+            raise ValueError("the entry must be plain JSON (no NaN or infinity)") from None
+        if len(text) > _ENTRY_CHARS:
+            raise ValueError(f"the entry must be at most {_ENTRY_CHARS // 1024} KB as JSON")
+        self._entry_json = text
+        return self
+
+    def entry_json(self) -> str:
+        """The entry as canonical JSON (made once, when the spec is validated)."""
+        return self._entry_json
+
+
+def canonical_json(value: Any) -> str:
+    """One text for equal JSON values (keys sorted, no spaces): the entry as a hashable part of a job.
+
+    >>> canonical_json({"b": 1, "a": [1.5, "x"]})
+    '{"a":[1.5,"x"],"b":1}'
+    """
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 class OverlongSpec(ComponentSpec):
     """DAPO's soft overlong punishment: 0 up to `max_tokens - buffer_tokens`, then falling linearly to `-penalty` at
     `max_tokens`; `-penalty` beyond it and for a truncated completion. Not gated on correctness."""
@@ -778,6 +889,7 @@ class ScoreItem(_Strict):
     code: CodeSpec | None = None
     choice: ChoiceSpec | None = None
     answer: AnswerSpec | None = None
+    procedural: ProceduralSpec | None = None
     format: FormatOptions | None = None
     overlong: OverlongSpec | None = None
     length: LengthSpec | None = None
@@ -816,13 +928,12 @@ class ScoreItem(_Strict):
         # The rest depends only on which components, their weights and the gated components' options, which the items
         # of a batch mostly share: each combination is checked once.
         requested = tuple(name for name in COMPONENTS if fields[name] is not None)
-        # Whether a correctness component gives partial credit follows from which it is, and for answer its match.
-        answer = fields["answer"]
+        # Whether a correctness component gives partial credit follows from which it is and its options.
         key = (
             requested,
             tuple(weights.items()) if weights else None,
             self.allow_order_inversion,
-            answer.match if answer is not None else None,
+            tuple(fields[name].partial_credit() for name in requested if name in PRIMARIES),
             *((name, *spec.__dict__.values()) for name, spec in gated),
         )
         try:

@@ -39,7 +39,8 @@ def test_the_catalogue_describes_every_component_from_its_model(server: Server) 
         assert info["reads_correctness"] == (name == "length")
         required = {option for option, about in info["options"].items() if about["required"]}
         assert required == set(info["schema"].get("required", []))
-        assert set(info["options"]) == set(SPECS[name].model_fields)
+        assert set(info["options"]) == {field.alias or option for option, field in SPECS[name].model_fields.items()}
+        assert info["available"] is SPECS[name].available()
     # the defaults it lists are the ones the server applies, and its schema takes what the server takes
     overlong = catalogue["overlong"]
     defaults = {option: about["default"] for option, about in overlong["options"].items() if not about["required"]}

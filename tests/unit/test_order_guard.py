@@ -27,8 +27,16 @@ PRIMARIES: dict[str, dict[str, Any]] = {  # name -> its spec; partial: whether a
     "answer exact": {"answer": {"gold": "Paris"}},
     "answer f1": {"answer": {"gold": "Paris", "match": "f1"}},
     "code": {"code": {"tests": [{"type": "call", "fn": "f", "expected": 1}]}},
+    "procedural": {"procedural": {"dataset": "chain_sum", "entry": {"question": "1+1", "answer": "2", "metadata": {}}}},
+    "procedural partial": {
+        "procedural": {
+            "dataset": "chain_sum",
+            "entry": {"question": "1+1", "answer": "2", "metadata": {}},
+            "partial_credit": True,
+        }
+    },
 }
-PARTIAL = {"answer f1", "code"}
+PARTIAL = {"answer f1", "code", "procedural partial"}
 SHAPES: dict[str, dict[str, Any]] = {
     "cosine": {"max_tokens": MAX_TOKENS},  # right [0.5, 1], wrong [-1, -0.5]
     "kimi": {"max_tokens": MAX_TOKENS, "correct_short": 0.5, "correct_long": -0.5, "wrong_short": 0.0,

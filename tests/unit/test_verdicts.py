@@ -21,7 +21,12 @@ def named_verdicts(module: str) -> set[Verdict]:
 
 @pytest.mark.parametrize(
     ("module", "component"),
-    [("scoring/math.py", "math"), ("scoring/code.py", "code"), ("scoring/think_format.py", "format")],
+    [
+        ("scoring/math.py", "math"),
+        ("scoring/code.py", "code"),
+        ("scoring/think_format.py", "format"),
+        ("scoring/procedural.py", "procedural"),
+    ],
 )
 def test_every_verdict_a_scorer_gives_is_published_for_its_component(module: str, component: str) -> None:
     assert named_verdicts(module) <= set(VERDICTS[component])

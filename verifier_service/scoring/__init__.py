@@ -36,5 +36,10 @@ GATED: dict[str, GatedScorer] = {"length": length.score}
 # Imported last: their modules read the tables above (through scoring.texts).
 from verifier_service.scoring.code import CodeComponent  # noqa: E402
 from verifier_service.scoring.math import MathComponent  # noqa: E402
+from verifier_service.scoring.procedural import ProceduralComponent  # noqa: E402
 
-POOLED: dict[str, Callable[[Resources], PooledComponent]] = {"math": MathComponent, "code": CodeComponent}
+POOLED: dict[str, Callable[[Resources], PooledComponent]] = {
+    "math": MathComponent,
+    "code": CodeComponent,
+    "procedural": ProceduralComponent,
+}

@@ -1,0 +1,179 @@
+"""reasoning-gym's own scorers (`procedural`): the answer is found on the event loop (`extract_answer`), and the
+dataset's `score_answer(answer, entry)` runs in a worker process (`ProceduralJob.run`), since several scorers `eval`
+or sympy-parse the model's text (n_queens, countdown, puzzle24, ...) and one may loop. A worker is not a sandbox:
+what a scorer evals runs with the worker's rights, so the answer is bounded (`MAX_ANSWER_CHARS`) to limit what it can
+hold, and reasoning-gym is imported only there, never in the service process.
+
+Time: the worker times the scorer call itself (`timed`: the import of reasoning-gym, about 1.5 s, and building a
+dataset's scorer, up to 1 s, happen once per worker and are not the answer's fault); the pool kills a worker that
+overruns that by `COLD_START_S` (a loop in C code, which no signal interrupts). Both are `timeout`, null.
+
+Where it differs from NeMo-Gym's reasoning_gym server: a scorer that raises is null (`scorer_error`), not 0; a
+score below 1 is 0 unless the spec asks for partial credit; ARC grids are given back their tuples (`restored`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from verifier_service.procedural_datasets import REASONING_GYM_VERSION, installed
+from verifier_service.schema import ComponentResult, ProceduralSpec, ScoreItem, Verdict
+from verifier_service.scoring.answer import answer_blocks
+from verifier_service.scoring.extract import boxed_spans, final_answer_region
+from verifier_service.scoring.pooled import WorkerComponent
+from verifier_service.scoring.text import result
+
+COLD_START_S = 15.0  # the pool's allowance beyond the scorer's own time: importing and building it in a fresh worker
+MAX_ANSWER_CHARS = 10_000  # what a scorer may eval: far above any generated entry's answer (hanoi's: ~3,000)
+_UNAVAILABLE = f"reasoning-gym {REASONING_GYM_VERSION} is not installed on this server (the `procedural` extra)"
+
+
+def extract_answer(region: str) -> str:
+    """The answer in the text after the reasoning: the last <answer> block, else the last \\boxed{}, else the whole
+    text; stripped (NeMo-Gym's reasoning_gym server reads it so).
+
+    >>> extract_answer("I think <answer>1</answer>, no: <answer> 2 </answer>"), extract_answer("so \\\\boxed{3}.")
+    ('2', '3')
+    >>> extract_answer("  4 5 6 ")
+    '4 5 6'
+    """
+    blocks = answer_blocks(region)
+    if blocks:
+        return blocks[-1].strip()
+    spans = boxed_spans(region)
+    if spans:
+        start, end = spans[-1]
+        return region[region.index("{", start) + 1 : end - 1].strip()
+    return region.strip()
+
+
+def judged(value: Any, partial: bool, extracted: str | None = None) -> ComponentResult:
+    """The component's result for the scorer's score: 1.0 is correct; below it wrong (0), or with `partial` the
+    score itself (`partial`, or `wrong` at 0). Not a finite number: scorer_error.
+
+    >>> judged(0.05, False).score, judged(0.05, True).score, judged(1.0, False).verdict
+    (0.0, 0.05, 'correct')
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return result(None, Verdict.SCORER_ERROR, "the scorer returned no finite number", extracted)
+    if value >= 1.0:
+        return result(1.0, Verdict.CORRECT, None, extracted)
+    if partial and value > 0:
+        return result(float(value), Verdict.PARTIAL, f"the scorer gave {value:.3g}", extracted)
+    return result(0.0, Verdict.WRONG, f"the scorer gave {value:.3g}" if value > 0 else None, extracted)
+
+
+@functools.cache
+def dataset_scorer(name: str) -> Callable[[str | None, dict[str, Any]], float]:
+    """The dataset's score_answer, built once per worker process: reasoning-gym's `get_score_answer_fn` builds the
+    dataset (its default config) on every call, which takes up to a second for some."""
+    from reasoning_gym.factory import get_score_answer_fn  # here only: a 2 s import, in the workers
+
+    return get_score_answer_fn(name)
+
+
+# Datasets whose scorers compare the answer with metadata that JSON turns from tuples into lists: ARC's grids
+# (parse_board gives tuples of tuples). Stored as JSON, as every trainer keeps them, a right grid would score 0.05.
+_TUPLE_GRIDS = {"arc_agi": ("input", "output"), "rearc": ("input", "output")}
+
+
+def restored(dataset: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """The entry as the library made it, where its JSON lost what the scorer compares (see `_TUPLE_GRIDS`).
+
+    >>> restored("rearc", {"metadata": {"output": [[1, 2]]}})["metadata"]["output"]
+    ((1, 2),)
+    """
+    metadata = entry.get("metadata")
+    for key in _TUPLE_GRIDS.get(dataset, ()):
+        grid = metadata.get(key) if isinstance(metadata, dict) else None
+        if isinstance(grid, list) and all(isinstance(row, list) for row in grid):
+            metadata[key] = tuple(tuple(row) for row in grid)  # type: ignore[index]
+    return entry
+
+
+class _Overrun(BaseException):
+    """The scorer's time is up. A BaseException, so that a scorer's `except Exception` does not swallow it."""
+
+
+def _overrun(signum: int, frame: object) -> None:
+    raise _Overrun
+
+
+def timed(call: Callable[[], float], seconds: float) -> float:
+    """call(), interrupted (_Overrun) after `seconds` by SIGALRM; an interval timer already set (pytest-timeout's)
+    is set again afterwards. The main thread only: the worker's."""
+    handler = signal.signal(signal.SIGALRM, _overrun)
+    earlier, interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    started = time.monotonic()
+    try:
+        return call()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, handler)
+        if earlier:
+            signal.setitimer(signal.ITIMER_REAL, max(earlier - (time.monotonic() - started), 1e-3), interval)
+
+
+@dataclass(frozen=True)
+class ProceduralJob:
+    """One answer to score against one entry, run in a worker (hashable: equal jobs of a request run once)."""
+
+    dataset: str
+    entry: str  # canonical JSON
+    answer: str
+    partial: bool
+    timeout_s: float
+
+    def run(self) -> ComponentResult:
+        extracted = self.answer[:200]
+        try:
+            scorer = dataset_scorer(self.dataset)
+        except ImportError:
+            return result(None, Verdict.SCORER_UNAVAILABLE, _UNAVAILABLE)
+        except Exception as exc:  # the dataset's class cannot be built here
+            return result(None, Verdict.SCORER_ERROR, f"building the scorer raised {type(exc).__name__}")
+        entry = restored(self.dataset, json.loads(self.entry))
+        try:
+            value = timed(lambda: scorer(self.answer, entry), self.timeout_s)
+        except _Overrun:
+            return result(None, Verdict.TIMEOUT, f"the scorer took longer than {self.timeout_s:g}s", extracted)
+        except (Exception, SystemExit) as exc:  # eval'd text may raise anything, exit() included
+            return result(None, Verdict.SCORER_ERROR, f"the scorer raised {type(exc).__name__}", extracted)
+        return judged(value, self.partial, extracted)
+
+
+class ProceduralComponent(WorkerComponent):
+    """The `procedural` component as the engine drives it (scoring/pooled.py)."""
+
+    name = "procedural"
+
+    def reads(self, item: ScoreItem, spec: ProceduralSpec) -> int:
+        return len(item.completion)  # the entry's JSON was made when the spec was validated
+
+    def prepare(self, item: ScoreItem, spec: ProceduralSpec) -> ComponentResult | ProceduralJob:
+        if not installed():
+            return result(None, Verdict.SCORER_UNAVAILABLE, _UNAVAILABLE)
+        region = final_answer_region(item.completion, spec.think_tag)
+        if region is None:
+            return result(0.0, Verdict.NO_ANSWER, "The reasoning was opened and never closed.")
+        answer = extract_answer(region)
+        if not answer:
+            return result(0.0, Verdict.NO_ANSWER, "The answer is empty.")
+        if len(answer) > MAX_ANSWER_CHARS:
+            detail = f"The answer is longer than {MAX_ANSWER_CHARS} characters."
+            return result(0.0, Verdict.ANSWER_TOO_LONG, detail, answer[:200])
+        return ProceduralJob(spec.dataset, spec.entry_json(), answer, spec.partial, spec.timeout_s)
+
+    def timeout_s(self, job: ProceduralJob) -> float:
+        return job.timeout_s + COLD_START_S  # the job times its scorer itself; this is the backstop
+
+    def timed_out(self, job: ProceduralJob, timeout_s: float) -> ComponentResult:
+        detail = f"the scorer took longer than {job.timeout_s:g}s (its worker was stopped)"
+        return result(None, Verdict.TIMEOUT, detail, job.answer[:200])
