@@ -50,12 +50,12 @@ COPY verifier_service /src/verifier_service
 COPY sandbox /src/sandbox
 COPY trainer_client /src/trainer_client
 # --no-deps: the dependencies are above; the build tools leave the venv once the project is in. The check imports
-# the installed package with its C module (-P: not the copy in /src, the working directory).
+# the installed package with its C module (-P: not the copy in /src, the working directory), and reasoning-gym.
 RUN set -eu; \
     pip install --quiet --no-deps --no-build-isolation /src; \
     pip uninstall --quiet --yes setuptools pip; \
     python -P -c 'import verifier_service.app, verifier_service.scoring._repetition, sandbox.docker_backend, \
-        trainer_client'
+        trainer_client, reasoning_gym'
 
 FROM ${BASE_IMAGE}
 ARG BASE_IMAGE

@@ -1,5 +1,5 @@
-"""The text components (choice, answer, overlong, length, repetition, language): their cost in-process and through
-the service.
+"""The text components (choice, answer, overlong, length, repetition, language, steps): their cost in-process and
+through the service.
 
     .venv/bin/python bench/components.py                      # starts a verifier on a free loopback port
     .venv/bin/python bench/components.py --repeats 300 --steps 6
@@ -124,7 +124,31 @@ def specs() -> dict[str, dict[str, Any]]:
         # target en: the English text's words all go through the language identifier (one window here, as the random
         # words have no sentence ends; prose in sentences costs about the same: the model's time is per character)
         "language": {"language": {"target": "en"}},
+        "steps": {"steps": {}},
     }
+
+
+def arithmetic_completions(rng: random.Random) -> dict[str, str]:
+    """Two 8,000-token completions full of written arithmetic, for `steps`: GSM8K reference solutions (tests/data/steps)
+    with 600 characters of reasoning prose between them (about 200 claims), and the solutions alone (about 650)."""
+    solutions = [json.loads(line)["answer"] for line in (ROOT / "tests/data/steps/gsm8k_test_300.jsonl").open()]
+    size = TOKENS * CHARS_PER_TOKEN
+    mixed, dense = "", ""
+    while len(mixed) < size:
+        mixed += english(rng, 600) + "\n" + rng.choice(solutions) + "\n"
+    while len(dense) < size:
+        dense += rng.choice(solutions) + "\n"
+    return {"prose+gsm8k": f"<think>{mixed[:size]}</think>42", "gsm8k only": f"<think>{dense[:size]}</think>42"}
+
+
+def steps_on_arithmetic(repeats: int) -> None:
+    print(f"\n1b. steps in-process on {TOKENS}-token completions full of arithmetic, {repeats} calls: ms (p50 / p99)")
+    for kind, text in arithmetic_completions(random.Random(0)).items():
+        item = ScoreItem(completion=text, steps={})
+        times = time_calls(lambda i=item: TEXT["steps"](i, i.steps), repeats)
+        claims = len(TEXT["steps"](item, item.steps).steps or ())
+        p50, p99 = percentile(times, 0.5) * 1e3, percentile(times, 0.99) * 1e3
+        print(f"{kind:<12} {claims:4d} steps  {p50:7.3f} / {p99:7.3f}")
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -159,6 +183,33 @@ def in_process(texts: dict[str, str], repeats: int) -> None:
                 times = time_calls(lambda s=scorer, i=item, o=options: s(i, o), repeats)
             cells.append(f"{percentile(times, 0.5) * 1e3:7.3f} / {percentile(times, 0.99) * 1e3:7.3f}")
         print(f"{name:<11} " + " ".join(f"{cell:>17}" for cell in cells))
+
+
+# Five of IFEval's instructions, and the same with a language check, on an 8,000-token *answer* (instructions grade
+# the text after the reasoning, so the reasoning of the completions above would leave them a few words).
+INSTRUCTIONS = {
+    "instruction_ids": ["punctuation:no_comma", "length_constraints:number_words", "keywords:existence",
+                        "detectable_format:number_highlighted_sections", "length_constraints:number_sentences"],
+    "kwargs": [None, {"num_words": 300, "relation": "at least"}, {"keywords": ["apples", "dollars"]},
+               {"num_highlights": 2}, {"num_sentences": 10, "relation": "at least"}],
+}  # fmt: skip
+LANGUAGE = {"instruction_ids": ["language:response_language"], "kwargs": [{"language": "en"}]}
+
+
+def instructions_in_process(rng: random.Random, repeats: int) -> None:
+    answer = "<think>short</think>" + ". ".join(english(rng, 400) for _ in range(TOKENS * CHARS_PER_TOKEN // 400))
+    print(f"\n1b. instructions in-process, a {TOKENS}-token answer, {repeats} calls each: ms per call (p50 / p99)")
+    cases = {
+        "5 instructions, strict": INSTRUCTIONS,
+        "5 instructions, loose": {**INSTRUCTIONS, "mode": "loose"},
+        "response_language alone": LANGUAGE,
+        "5 + language, strict": {key: INSTRUCTIONS[key] + LANGUAGE[key] for key in INSTRUCTIONS},
+    }
+    for name, spec in cases.items():
+        item = ScoreItem(completion=answer, instructions=spec)
+        options = item.spec("instructions")
+        times = time_calls(lambda i=item, o=options: TEXT["instructions"](i, o), repeats)
+        print(f"{name:<24} {percentile(times, 0.5) * 1e3:7.3f} / {percentile(times, 0.99) * 1e3:7.3f}")
 
 
 def token_ids(text: str) -> list[int]:
@@ -287,6 +338,8 @@ def main() -> None:
     )
     texts = completions(random.Random(0))
     in_process(texts, args.repeats)
+    instructions_in_process(random.Random(1), args.repeats)
+    steps_on_arithmetic(args.repeats)
     against_trl(texts, min(args.repeats, 50))
     with verifier(VERIFIER_MATH_CACHE_SIZE="0") as url, httpx.Client(base_url=url, timeout=300) as client:
         through_service(client, texts, args.requests)

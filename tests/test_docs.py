@@ -15,6 +15,13 @@ ROOT = Path(__file__).resolve().parents[1]
 ELSEWHERE = {
     "trl/rewards/accuracy_rewards.py",  # huggingface/trl, in bench/README.md
     "tests/test_all.py",  # huggingface/Math-Verify, in tests/data/README.md
+    "resources_servers/structured_outputs/tests/test_app.py",  # NVIDIA-NeMo/Gym, in tests/data/README.md
+    # google-research, allenai/open-instruct, NLTK's punkt and NVIDIA-NeMo/Gym, in tests/data/instructions/
+    "instruction_following_eval/data/input_response_data_gpt4_20231107_145030.jsonl",
+    "instructions_util.py",
+    "open_instruct/IFEvalG/instructions.py",
+    "punkt/data/english.py",
+    "resources_servers/instruction_following/data/example_rollouts.jsonl",
     "bench/results/",  # git-ignored: where the benchmarks write their JSON
     "main.py",  # the program's file, written inside the sandbox for each test (sandbox/README.md)
 }

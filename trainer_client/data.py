@@ -9,9 +9,12 @@ MMLU-Pro (`question`/`answer`/`options`) files load without renaming:
 - solution: for math, a GSM8K solution becomes the number on its `#### N` line; anything else (a MATH solution
   with its `\\boxed{}` answer, a bare answer) is sent as is: the verifier reads the boxed answer of a gold solution
   itself. For choice, a letter, a list of letters, or a 0-based option index (MMLU's), which becomes its letter.
-  For answer, the answer or a list of aliases;
+  For answer, the answer or a list of aliases. For json_schema, the schema (an object, or its JSON string), kept as
+  JSON text;
 - options: for choice, a list of option texts in letter order; listed under a text prompt (`A. ...`), since the
   question itself does not name them;
+- reasoning-gym rows (`question`, `answer`, `metadata`: what the library generates, saved to JSONL), when procedural
+  is rewarded: the `reasoning_gym` shape makes each row a procedural spec (`spec`, below);
 - tests: a list of tests, or its JSON string, as `inputs.code_tests` reads them (MBPP's list of assert strings
   included); a HumanEval `check(candidate)` string becomes an assert test when the row has an `entry_point`. MBPP's
   asserts are also appended to its text prompt, as MBPP's own prompt does: its task text names no function;
@@ -34,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainer_client.domains import (
     PROMPT_COLUMNS,
+    SCHEMA_SQL_COLUMNS,
     SHAPE_COMPONENTS,
     SHAPES,
     SPEC_COLUMN,
@@ -43,7 +47,7 @@ from trainer_client.domains import (
     shape_specs,
 )
 from trainer_client.gsm8k import HUB_ID, SYSTEM_PROMPT, gold_answer
-from trainer_client.inputs import GOLD_READERS, LETTERS, code_tests, gold_text, option_texts
+from trainer_client.inputs import GOLD_READERS, LETTERS, code_tests, gold_text, json_schema_gold, option_texts
 from trainer_client.options import ROW_FIELDS, row_fields
 
 if TYPE_CHECKING:
@@ -71,23 +75,19 @@ TASK_SYSTEM_PROMPT = (
     "First think through the task step by step inside <think> </think> tags. After the closing </think> tag, write "
     "your response."
 )
-FINAL_ANSWER_SYSTEM_PROMPT = (
-    "First think through the task step by step inside <think> </think> tags. After the closing </think> tag, give "
-    "only the final answer."
-)
 SQL_SYSTEM_PROMPT = (
     "You are a careful SQL expert. First think through the question step by step inside <think> </think> tags. "
     "After the closing </think> tag, write the SQL query in one fenced code block (```sql ... ```)."
 )
 JSON_SYSTEM_PROMPT = (
-    "First think through the task step by step inside <think> </think> tags. After the closing </think> tag, write "
-    "the JSON value in one fenced code block (```json ... ```)."
+    "You are a careful assistant. First think step by step inside <think> </think> tags. After the closing </think> "
+    "tag, give your answer as one JSON value, valid under the schema the request gives, in one ```json block."
 )
 # The default system prompt of each task, the first rewarded one deciding (math: none of these, or math itself).
 TASK_PROMPTS = {
     "code": CODE_SYSTEM_PROMPT, "choice": CHOICE_SYSTEM_PROMPT, "answer": ANSWER_SYSTEM_PROMPT,
     "sql": SQL_SYSTEM_PROMPT, "json_schema": JSON_SYSTEM_PROMPT, "instructions": TASK_SYSTEM_PROMPT,
-    "procedural": FINAL_ANSWER_SYSTEM_PROMPT,
+    "procedural": ANSWER_SYSTEM_PROMPT,  # reasoning-gym's answers are read from <answer> tags first
 }  # fmt: skip
 
 
@@ -176,8 +176,38 @@ def with_tests(prompt: str, asserts: Sequence[str]) -> str:
     return f"{prompt.rstrip()} Your code should pass these tests:\n" + "\n".join(asserts)
 
 
-# How each correctness component's gold is kept; the first rewarded one decides (a run rewards one of them).
-GOLDS: dict[str, Callable[[Any], Any]] = {**GOLD_READERS, "math": gold}  # a GSM8K solution's '#### N' is its gold
+def schema_text(value: Any) -> str | None:
+    """A json_schema row's schema as JSON text: Arrow keeps one column type for all rows, and schemas differ in shape.
+
+    >>> schema_text({"type": "integer"}), schema_text('{"type": "integer"}'), schema_text(None)
+    ('{"type": "integer"}', '{"type": "integer"}', None)
+    """
+    schema = json_schema_gold(value)
+    return None if schema is None else json.dumps(schema)
+
+
+# How each correctness component's gold is kept; the first rewarded one decides (a run rewards one of them). A GSM8K
+# solution's '#### N' is math's gold; json_schema's schema is kept as JSON text.
+GOLDS: dict[str, Callable[[Any], Any]] = {**GOLD_READERS, "math": gold, "json_schema": schema_text}
+
+
+def with_sql_context(prompt: str, example: Mapping[str, Any]) -> str:
+    """A text question followed by BIRD's evidence (its hint) and the row's schema, when it has them.
+
+    >>> print(with_sql_context("How many?", {"evidence": "t holds the orders", "schema": "CREATE TABLE t (a);"}))
+    How many?
+    <BLANKLINE>
+    Evidence: t holds the orders
+    <BLANKLINE>
+    Schema:
+    CREATE TABLE t (a);
+    """
+    evidence = example.get("evidence")
+    schema = next((example[c] for c in SCHEMA_SQL_COLUMNS if isinstance(example.get(c), str) and example[c]), None)
+    parts = [prompt.rstrip()]
+    parts += [f"Evidence: {evidence}"] if isinstance(evidence, str) and evidence.strip() else []
+    parts += [f"Schema:\n{schema}"] if schema else []
+    return "\n\n".join(parts)
 
 
 def with_options(prompt: str, options: Sequence[str]) -> str:
@@ -232,6 +262,8 @@ def to_row(
     if choice_options:
         options = option_texts(example[str(columns.options)], str(columns.options))
         prompt = with_options(prompt, options) if options and options_in_prompt and isinstance(prompt, str) else prompt
+    if "sql" in components and isinstance(prompt, str):
+        prompt = with_sql_context(prompt, example)
     row: dict[str, Any] = {"prompt": chat_prompt(prompt, system_prompt)}
     reader = next((read for name, read in GOLDS.items() if name in components), None)
     if reader is not None and has(columns.solution):

@@ -19,18 +19,19 @@ from pydantic import ValidationError
 from trainer_client.client import VerifierClient
 from trainer_client.data import Columns
 from trainer_client.domains import SPEC_COLUMN, parse_specs
-from trainer_client.inputs import GOLD_READERS, code_spec
+from trainer_client.inputs import GOLD_FIELDS, GOLD_READERS, code_spec
 from trainer_client.options import ROW_FIELDS, row_fields
 from verifier_service.schema import ScoreItem
 
 # A completion each gold-reading component finds an answer in (an answer it cannot find would stop it before the gold).
-PROBES = {"math": "\\boxed{1}", "choice": "\\boxed{A}", "answer": "<answer>1</answer>"}
+PROBES = {"math": "\\boxed{1}", "choice": "\\boxed{A}", "answer": "<answer>1</answer>", "json_schema": "{}"}
 SHOWN_ROWS = 10  # row numbers listed per problem
 # How the dataset's preparation (`trainer_client.data.to_row`) reads each column.
 READS = {
     "math": "math's gold: a GSM8K solution's '#### N' number, else the text (a MATH solution's \\boxed{} counts)",
     "choice": "choice's gold: a letter, a list of letters or a 0-based option index",
     "answer": "answer's gold: the answer, or a list of aliases",
+    "json_schema": "json_schema's schema: a JSON Schema, or its JSON string",
 }
 
 
@@ -113,7 +114,7 @@ def check_golds(
                 check.without.append(number)
                 continue
             texts = {"options": row["options"]} if component == "choice" and row.get("options") else {}
-            fields = {"gold": gold, **texts}
+            fields = {GOLD_FIELDS.get(component, "gold"): gold, **texts}
         try:
             item = ScoreItem.model_validate(
                 {"id": str(number), "completion": PROBES[component], component: {**options, **fields}}

@@ -54,7 +54,7 @@ def open_instruct_specs(row: Mapping[str, Any]) -> Specs:
 
     >>> open_instruct_specs({"ground_truth": "[{'instruction_id': ['change_case:english_lowercase'], "
     ...                      "'kwargs': [None]}]", "dataset": "ifeval"})
-    {'instructions': {'instruction_ids': ['change_case:english_lowercase'], 'kwargs': [None]}}
+    {'instructions': {'instruction_ids': ['change_case:english_lowercase'], 'kwargs': [None], 'grading': 'fraction'}}
     >>> open_instruct_specs({"ground_truth": "18", "dataset": "gsm8k"})
     {'math': {'gold': '18'}}
     """

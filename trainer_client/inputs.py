@@ -12,11 +12,17 @@ from pydantic import ValidationError
 
 # How a chat completion becomes the text graded, and a number the text of a gold, are the schema's: the one definition
 # that /v1/score, the trainer routes and the adapters use too.
-from verifier_service.schema import CodeSpec, completion_text, number_text, option_letter, valid_unicode
+from verifier_service.schema import (
+    CodeSpec,
+    completion_text,
+    number_text,
+    option_letter,
+    valid_unicode,
+)
 
 __all__ = [
-    "GOLD_READERS", "LETTERS", "answer_gold", "choice_gold", "code_spec", "code_tests", "column", "completion_text",
-    "gold_text", "not_json_tests", "option_texts", "valid_unicode",
+    "GOLD_FIELDS", "GOLD_READERS", "LETTERS", "answer_gold", "choice_gold", "code_spec", "code_tests", "column",
+    "completion_text", "gold_text", "json_schema_gold", "not_json_tests", "option_texts", "valid_unicode",
 ]  # fmt: skip
 
 
@@ -160,6 +166,28 @@ def not_json_tests(column: str, value: str) -> str:
     )
 
 
+def json_schema_gold(value: Any) -> dict[str, Any] | None:
+    """A json_schema row's schema, from the gold column: an object, or its JSON string (as a dataset keeps a schema
+    whose shape varies by row, and as NeMo-Gym's `schema_str`); None when empty.
+
+    >>> json_schema_gold('{"type": "integer"}'), json_schema_gold({"type": "string"}), json_schema_gold(" ")
+    ({'type': 'integer'}, {'type': 'string'}, None)
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError):
+            raise ValueError("a JSON Schema must be an object or a JSON string of one; this is not JSON") from None
+    if not isinstance(value, Mapping):
+        raise ValueError("a JSON Schema must be an object or a JSON string of one")
+    return dict(value)
+
+
 # How each gold-bearing component reads its gold from a dataset row (the dataset's preparation, `data.py`, reads
-# math golds out of whole GSM8K solutions first).
-GOLD_READERS: dict[str, Callable[[Any], Any]] = {"math": gold_text, "choice": choice_gold, "answer": answer_gold}
+# math golds out of whole GSM8K solutions first), and the spec field it fills (default `gold`).
+GOLD_READERS: dict[str, Callable[[Any], Any]] = {
+    "math": gold_text, "choice": choice_gold, "answer": answer_gold, "json_schema": json_schema_gold
+}  # fmt: skip
+GOLD_FIELDS = {"json_schema": "schema"}

@@ -30,6 +30,7 @@ ROW_FIELDS: dict[str, tuple[str, ...]] = {
     "code": ("tests",),
     "choice": ("gold", "options"),
     "answer": ("gold",),
+    "json_schema": ("schema",),
 }
 # Valid row fields, to check options without a dataset (and for the training script's pre-flight item, whose completion
 # answers 1 and prints 1).
@@ -38,6 +39,14 @@ PLACEHOLDER_ROWS: dict[str, dict[str, Any]] = {
     "code": {"tests": [{"type": "stdio", "stdout": "1"}]},
     "choice": {"gold": "A", "options": ["1", "2"]},
     "answer": {"gold": "1"},
+    "json_schema": {"schema": {"type": "integer"}},
+    "sql": {"schema_sql": "", "gold_sql": "SELECT 1"},
+    "language": {"target": "en"},
+    "procedural": {
+        "dataset": "basic_arithmetic",
+        "entry": {"question": "1?", "answer": "1", "metadata": {"source_dataset": "basic_arithmetic"}},
+    },
+    "instructions": {"instruction_ids": ["punctuation:no_comma"]},
 }
 
 Options = dict[str, dict[str, Any]]  # component -> option name -> value
@@ -61,11 +70,10 @@ def check_components(components: Sequence[str]) -> None:
     """A ValueError naming the first name that is not a component, with the closest real one: a typo fails here, before
     anything looks a name up or sends it.
 
-    >>> check_components(["math", "fromat"])
+    >>> check_components(["math", "fromat"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: unknown component 'fromat'; did you mean 'format'? Components: math, code, choice, answer, format, \
-overlong, length, repetition, language
+    ValueError: unknown component 'fromat'; did you mean 'format'? Components: math, code, choice, answer, ...
     """
     for name in components:
         if name not in SPECS:
@@ -84,7 +92,8 @@ def option_names(component: str) -> list[str]:
     >>> option_names("overlong")
     ['max_tokens', 'buffer_tokens', 'penalty', 'on_truncated', 'unit']
     """
-    return [name for name in SPECS[component].model_fields if name not in ROW_FIELDS.get(component, ())]
+    names = [field.alias or name for name, field in SPECS[component].model_fields.items()]
+    return [name for name in names if name not in ROW_FIELDS.get(component, ())]
 
 
 def gather_options(
@@ -164,7 +173,8 @@ def _as_dict(component: str, values: Mapping[str, Any] | ComponentSpec) -> dict[
     if isinstance(values, ComponentSpec):
         if component in SPECS and not isinstance(values, SPECS[component]):
             raise ValueError(f"options[{component!r}] is a {type(values).__name__}, not a {SPECS[component].__name__}")
-        return {key: getattr(values, key) for key in values.model_fields_set}
+        fields = type(values).model_fields
+        return {fields[key].alias or key: getattr(values, key) for key in values.model_fields_set}
     return dict(values)
 
 

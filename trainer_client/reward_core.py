@@ -20,7 +20,7 @@ from trainer_client.errors import (
     VerifierRequestError,
     VerifierUnavailableError,
 )
-from trainer_client.inputs import GOLD_READERS, code_spec, column, completion_text, option_texts
+from trainer_client.inputs import GOLD_FIELDS, GOLD_READERS, code_spec, column, completion_text, option_texts
 from trainer_client.metrics import row_verdicts, verdict_metrics
 from trainer_client.options import ROW_FIELDS, Options, check_request, correctness_component, describe, row_fields
 from trainer_client.tokens import StopTokens, length_fields
@@ -188,7 +188,7 @@ class RewardCore:
         texts = None
         if name == "choice" and spec.options_column and spec.options_column in data:
             texts = option_texts(data[spec.options_column][row], spec.options_column)
-        return {**options, "gold": gold, **({"options": texts} if texts else {})}
+        return {**options, GOLD_FIELDS.get(name, "gold"): gold, **({"options": texts} if texts else {})}
 
     def _item(self, row: int, completion: Any, fields: dict[str, Any], lengths: dict[str, Any]) -> ScoreItem:
         spec = self.spec

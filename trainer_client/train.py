@@ -89,7 +89,8 @@ class VerifierScriptArguments:
         metadata={
             "help": "Column of the gold answers. For math: a GSM8K solution ('#### N'), a MATH solution (its "
             "\\boxed{} answer counts), or a bare answer; for choice: the letter (or a list of letters, or a 0-based "
-            "option index, as MMLU's answer); for answer: the answer or a list of aliases."
+            "option index, as MMLU's answer); for answer: the answer or a list of aliases; for json_schema: the "
+            "JSON Schema (an object or its JSON string, as NeMo-Gym's schema_str)."
         },
     )
     tests_column: str = field(
@@ -386,7 +387,10 @@ def check_item(reward: Any) -> ScoreItem:
     take it (the API key, the options, and code scoring when code is rewarded, which a math-only verifier refuses)
     before anything heavy loads. It is right for every correctness component, and short."""
     spec = reward.spec
-    completion = "<think>a check</think>The answer is \\boxed{1}.\n```python\nprint(1)\n```"
+    completion = (
+        "<think>a quick check of the answer</think>The answer is \\boxed{1}.\n```python\nprint(1)\n```\n"
+        "```sql\nSELECT 1\n```\n```json\n1\n```"
+    )
     sent = [name for name in spec.sent if name in PLACEHOLDER_ROWS or not row_fields(name, spec.options.get(name, {}))]
     left_out = [name for name in spec.sent if name not in sent]
     if left_out:  # their specs come from the rows: the first training step checks them

@@ -120,6 +120,11 @@ class NeMoGymVerifyRequest(BaseModel):
     response: dict[str, Any] = Field(..., description="An OpenAI Responses object; its message output text is scored.")
     verifier: Any = Field(None, description="Component specs (an object, or a JSON string of one); wins over the gold.")
     expected_answer: Any = Field(None, description="The gold answer (a string or a number).")
+    schema_str: Any = Field(
+        None,
+        description="A structured_outputs row's JSON Schema, as a JSON string: scored by json_schema with strict "
+        "(NeMo-Gym's reading) when there is no verifier spec; only its schema_type json.",
+    )
 
 
 @dataclass(frozen=True)
@@ -282,7 +287,9 @@ def score_item(completion: str, label: Any, config: CompatConfig, where: str) ->
 def nemo_gym_label(body: NeMoGymVerifyRequest) -> tuple[Any, str]:
     """What a NeMo-Gym `/verify` body is scored against, and where it is in the body: `verifier` (specs), else the
     row's instruction list (`verifier_metadata`, or `instruction_id_list` at the top level: NeMo-Gym's
-    instruction-following rows) as an `instructions` spec, else `expected_answer` (a gold)."""
+    instruction-following rows) as an `instructions` spec, else the schema of a structured_outputs row
+    (`schema_str`, its text answers: NeMo-Gym scores tool-call arguments and other formats too, which json_schema
+    does not) as a strict `json_schema` spec, else `expected_answer` (a gold)."""
     if body.verifier is not None:
         return body.verifier, "verifier"
     row = body.model_extra or {}
@@ -294,7 +301,23 @@ def nemo_gym_label(body: NeMoGymVerifyRequest) -> tuple[Any, str]:
             raise invalid(where, str(exc)) from None
         if spec is not None:
             return {"instructions": spec}, where
+    if body.schema_str is not None:
+        return _structured_outputs_label(body.schema_str, row), "schema_str"
     return body.expected_answer, "expected_answer"
+
+
+def _structured_outputs_label(schema_str: Any, row: dict[str, Any]) -> dict[str, Any]:
+    if row.get("schema_type", "json") != "json":
+        raise invalid("schema_type", "json: the only structured output json_schema reads")
+    if row.get("response_mode", "text") not in ("text", None):
+        raise invalid("response_mode", "text: json_schema reads the response's message text, not tool calls")
+    try:
+        schema = json.loads(schema_str) if isinstance(schema_str, str) else None
+    except (ValueError, RecursionError):
+        schema = None
+    if not isinstance(schema, dict):
+        raise invalid("schema_str", "a JSON Schema written as a JSON string of an object")
+    return {"json_schema": {"schema": schema, "strict": True}}
 
 
 def label_specs(label: Any, where: str) -> dict[str, Any] | None:
@@ -302,7 +325,7 @@ def label_specs(label: Any, where: str) -> dict[str, Any] | None:
     a gold answer. A label in one of these shapes that cannot be read is `Invalid` at `where`.
 
     >>> label_specs("[{'instruction_id': ['punctuation:no_comma'], 'kwargs': [None]}]", "label")
-    {'instructions': {'instruction_ids': ['punctuation:no_comma'], 'kwargs': [None]}}
+    {'instructions': {'instruction_ids': ['punctuation:no_comma'], 'kwargs': [None], 'grading': 'fraction'}}
     >>> label_specs("72", "label") is None
     True
     """

@@ -46,10 +46,11 @@ def is_open_instruct_label(value: Any) -> bool:
 
 
 def open_instruct_instructions(label: str) -> dict[str, Any]:
-    """open-instruct's ground-truth string as an `instructions` spec (open-instruct's own `IFEvalVerifier` reading).
+    """open-instruct's ground-truth string as an `instructions` spec (open-instruct's own `IFEvalVerifier` reading),
+    graded as open-instruct rewards it: the share of the instructions followed.
 
     >>> open_instruct_instructions("[{'instruction_id': ['detectable_format:title'], 'kwargs': [None]}]")
-    {'instruction_ids': ['detectable_format:title'], 'kwargs': [None]}
+    {'instruction_ids': ['detectable_format:title'], 'kwargs': [None], 'grading': 'fraction'}
     """
     if len(label) > MAX_LABEL_CHARS:
         raise LabelError(f"an instruction ground truth of more than {MAX_LABEL_CHARS} characters")
@@ -67,7 +68,7 @@ def open_instruct_instructions(label: str) -> dict[str, Any]:
             raise LabelError("its first element is a string that is not a JSON object") from None
     if not isinstance(entry, Mapping) or "instruction_id" not in entry:
         raise LabelError("open-instruct's ground truth is a list of one dict with instruction_id and kwargs")
-    return instructions_spec(entry["instruction_id"], entry.get("kwargs"))
+    return instructions_spec(entry["instruction_id"], entry.get("kwargs"), "fraction")
 
 
 def instructions_spec(ids: Any, kwargs: Any, grading_mode: Any = None) -> dict[str, Any]:

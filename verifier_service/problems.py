@@ -40,6 +40,11 @@ def _models_in(annotation: Any) -> Iterator[type[BaseModel]]:
         yield from _models_in(arg)
 
 
+def _names(model: type[BaseModel]) -> list[str]:
+    """The field names of a model as requests write them (json_schema's `schema_` is `schema`)."""
+    return [field.alias or name for name, field in model.model_fields.items()]
+
+
 def _request_models(root: type[BaseModel] = ScoreRequest) -> dict[str, type[BaseModel]]:
     """Each model of the request by the name an error location gives it: the field that holds it, or, for a member
     of a tagged union (the code tests), its tag."""
@@ -60,7 +65,7 @@ def _request_models(root: type[BaseModel] = ScoreRequest) -> dict[str, type[Base
 _MODELS = _request_models()
 # Every name a location may show: what the schema defines. Anything else in a location came from the client.
 _ALL_MODELS: list[type[BaseModel]] = [ScoreRequest, *_MODELS.values()]
-_KNOWN = frozenset(_MODELS).union(*(model.model_fields for model in _ALL_MODELS))
+_KNOWN = frozenset(_MODELS).union(*(_names(model) for model in _ALL_MODELS))
 
 
 @functools.cache
@@ -70,7 +75,7 @@ def _known(root: type[BaseModel]) -> frozenset[str]:
     if root is ScoreRequest:
         return _KNOWN
     models = _request_models(root)
-    return _KNOWN.union(models, root.model_fields, *(model.model_fields for model in models.values()))
+    return _KNOWN.union(models, _names(root), *(_names(model) for model in models.values()))
 
 
 def _model_at(loc: Sequence[Any], root: type[BaseModel]) -> type[BaseModel]:
@@ -91,7 +96,7 @@ def _describe_one(error: Mapping[str, Any], root: type[BaseModel], top: str) -> 
     ctx = error.get("ctx") or {}
     if kind == "extra_forbidden":  # the last element is the name the client sent
         name, loc = loc[-1] if loc else "", loc[:-1]
-        msg = unknown_name("field", name, list(_model_at(loc, root).model_fields))
+        msg = unknown_name("field", name, _names(_model_at(loc, root)))
     elif kind == "union_tag_invalid":
         msg = f"unknown {ctx.get('discriminator', 'tag')}; allowed: {ctx.get('expected_tags', '?')}"
     elif kind in _SAFE_MESSAGES:

@@ -85,7 +85,8 @@ def check_limits(request: ScoreRequest, settings: VerifierSettings) -> None:
         if problem is not None and problem[0] == "completion":
             raise HTTPException(413, f"items.{index}.completion {problem[1]}")
         if problem is not None:
-            refused.append({"loc": ("items", index, problem[0]), "msg": problem[1], "type": "value_error"})
+            loc = ("items", index, *problem[0].split("."))  # a nested field: sql.db
+            refused.append({"loc": loc, "msg": problem[1], "type": "value_error"})
     if refused:
         raise RequestValidationError(refused)
 

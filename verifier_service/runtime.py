@@ -5,6 +5,7 @@ the engine over them, started and stopped together. The app's lifespan owns one;
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 from typing import Any
@@ -54,7 +55,24 @@ def item_problem(item: ScoreItem, settings: VerifierSettings) -> tuple[str, str]
         return "completion", f"has {chars} characters; the limit is {limit} (VERIFIER_MAX_COMPLETION_CHARS)"
     if item.code is not None and not settings.code_enabled:
         return "code", CODE_OFF
+    if item.sql is not None and item.sql.db is not None and item.sql.db not in settings.sql_databases:
+        return "sql.db", "names no database of this server (VERIFIER_SQL_DATABASES lists them)"
     return None
+
+
+def check_sql_databases(settings: VerifierSettings) -> None:
+    """Refuse to start when a database `sql` items may name is missing or is not the file its hash pins: the same
+    gold must mean the same rows on every server."""
+    for name, database in settings.sql_databases.items():
+        digest = hashlib.sha256()
+        try:
+            with open(database.path, "rb") as file:
+                while chunk := file.read(1 << 20):
+                    digest.update(chunk)
+        except OSError as exc:
+            raise RuntimeError(f"VERIFIER_SQL_DATABASES: database {name!r} cannot be read ({exc.strerror})") from None
+        if digest.hexdigest() != database.sha256.lower():
+            raise RuntimeError(f"VERIFIER_SQL_DATABASES: database {name!r} does not have the sha256 it is listed with")
 
 
 def warn_unknown_settings() -> None:
@@ -79,6 +97,7 @@ class Runtime:
     async def start(self) -> None:
         """Start the workers and the sandbox; if either cannot start, stop the other before raising."""
         warn_unknown_settings()
+        check_sql_databases(self.settings)
         try:
             await asyncio.gather(self.pool.start(), *([self.executor.start()] if self.executor else []))
         except BaseException:

@@ -1,8 +1,9 @@
 """The wire contract of the verifier, v1 (DESIGN.md section 3).
 
 This module is the one place the request and response shapes are defined: the service validates with these
-models and the trainer client builds and parses with them. It imports pydantic and, of the project, only a constant:
-the names of reasoning-gym's datasets (procedural_datasets.py).
+models and the trainer client builds and parses with them. It imports pydantic and, of the project, only what imports
+nothing of it: `json_schemas` (the rules a json_schema spec's schema must pass) and a constant, the names of
+reasoning-gym's datasets (procedural_datasets.py).
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ from pydantic import (
     StrictInt,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 from pydantic.types import JsonValue
 
+from verifier_service import json_schemas
 from verifier_service.procedural_datasets import DATASETS as PROCEDURAL_DATASETS
 from verifier_service.procedural_datasets import REASONING_GYM_VERSION
 from verifier_service.procedural_datasets import installed as procedural_installed
@@ -40,7 +43,8 @@ API_VERSION = "v1"
 # Every component, in the order results list them. A component is a spec model below (a `ComponentSpec`), a field
 # of `ScoreItem` and a scorer in `verifier_service.components`.
 ComponentName = Literal[
-    "math", "code", "choice", "answer", "procedural", "format", "overlong", "length", "repetition", "language"
+    "math", "code", "choice", "answer", "json_schema", "sql", "instructions", "procedural",
+    "format", "overlong", "length", "repetition", "language", "steps",
 ]  # fmt: skip
 COMPONENTS: tuple[str, ...] = get_args(ComponentName)
 WEIGHT_LIMIT = 1e6  # |weight| at most this: a weighted sum of component scores can never overflow to inf
@@ -101,6 +105,26 @@ class Verdict(StrEnum):
     MIXED = "mixed"  # some
     OTHER_LANGUAGE = "other_language"  # none
     NO_TEXT = "no_text"  # cannot judge: the scope has no words at all
+    # json_schema (with timeout); steps: every arithmetic claim checked is right (mean: the share of right ones)
+    VALID = "valid"
+    INVALID = "invalid"  # the answer is JSON that breaks the schema
+    NO_JSON = "no_json"  # no JSON value in the answer
+    # sql (with timeout)
+    MATCH = "match"  # the predicted query's rows are the gold query's
+    MISMATCH = "mismatch"
+    WRITE_ATTEMPT = "write_attempt"  # the query tried to write, attach, change a pragma or load an extension
+    PRED_ERROR = "pred_error"  # the predicted query failed (syntax or runtime error)
+    NO_SQL = "no_sql"
+    GOLD_ERROR = "gold_error"  # cannot judge: the schema or the gold query failed
+    # instructions
+    FOLLOWED = "followed"  # every instruction followed
+    # some instruction not followed; with grading "fraction" the score is the share followed
+    NOT_FOLLOWED = "not_followed"
+    UNKNOWN_INSTRUCTION = "unknown_instruction"  # cannot judge: an instruction id no check has
+    BAD_KWARGS = "bad_kwargs"  # cannot judge: an instruction's kwargs lack a key its check needs, or have a wrong type
+    # steps (with valid)
+    INVALID_STEP = "invalid_step"  # some claim is wrong
+    NO_STEPS = "no_steps"  # no arithmetic claim to check: scores 1, nothing to fault
 
 
 TEST_VERDICTS = ("passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit")
@@ -294,7 +318,9 @@ _LettersInput = str | _Index | list[str | _Index]
 
 
 Role = Literal["primary", "shaping"]
-PrimaryName = Literal["math", "code", "choice", "answer", "procedural"]  # the components that judge correctness
+PrimaryName = Literal[
+    "math", "code", "choice", "answer", "json_schema", "sql", "instructions", "procedural"
+]  # the components that judge correctness
 
 
 class ComponentSpec(_Strict):
@@ -624,6 +650,97 @@ class AnswerSpec(ComponentSpec):
         return gold
 
 
+class JsonSchemaSpec(ComponentSpec):
+    """Structured output: 1 when the answer (its one ```json block, else its one fenced block with no language, else
+    the whole text after the reasoning) is a JSON value valid under `schema`, else 0 (`invalid`, naming the first
+    error's path; `no_json`). References resolve only within the schema: nothing is ever fetched. Formats are not
+    asserted (annotations, as JSON Schema 2020-12 says). A validation that runs past 1 s is `timeout` (null)."""
+
+    model_config = ConfigDict(serialize_by_alias=True, validate_by_alias=True, validate_by_name=True)
+    role = "primary"
+    verdicts = (Verdict.VALID, Verdict.INVALID, Verdict.NO_JSON, Verdict.TIMEOUT)
+    null_verdicts = (Verdict.TIMEOUT,)
+
+    strict: StrictBool = Field(
+        False,
+        description="Require every listed property and allow no others, in every object of the schema (OpenAI's "
+        "strict mode; NeMo-Gym's structured_outputs always does this).",
+    )
+    # `schema` is a (deprecated) BaseModel method, so the attribute has another name; requests say `schema`.
+    schema_: dict[str, Any] = Field(
+        ...,
+        alias="schema",
+        description="A JSON Schema (draft 2020-12 unless its $schema names draft 4, 6, 7 or 2019-09). Refused: a "
+        "schema its metaschema rejects, a $ref not starting with '#', an $id below the root, more than 64 levels "
+        "or 64 KB, a pattern over 1000 characters or one that does not compile.",
+    )
+    think_tag: str = _think_tag()
+
+    @field_validator("schema_")
+    @classmethod
+    def _usable_schema(cls, schema: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        found = json_schemas.problem(json_schemas.effective(schema, info.data.get("strict", False)))
+        if found is not None:
+            raise ValueError(found)
+        return schema
+
+    def text(self) -> str:
+        """The canonical JSON of the schema answers are checked against (strictified when `strict`)."""
+        return json_schemas.effective(self.schema_, self.strict)
+
+
+SqlCompare = Literal["set", "multiset", "ordered"]
+SQL_SCHEMA_CHARS = 1_000_000
+_DB_NAME = r"^[A-Za-z0-9][\w.-]{0,63}$"
+
+
+class SqlSpec(ComponentSpec):
+    """Text-to-SQL execution match: the answer's last ```sql block runs on a fresh SQLite database built from
+    `schema_sql` (or on a read-only database the server names, `db`), read-only, with a deadline that interrupts it;
+    its rows are compared with the gold query's by value. 1 match, 0 otherwise; a gold query that fails is null."""
+
+    role = "primary"
+    verdicts = (
+        Verdict.MATCH, Verdict.MISMATCH, Verdict.WRITE_ATTEMPT, Verdict.PRED_ERROR, Verdict.NO_SQL, Verdict.TIMEOUT,
+        Verdict.GOLD_ERROR, Verdict.WORKER_CRASHED, Verdict.DEADLINE_EXCEEDED, Verdict.INTERNAL_ERROR,
+    )  # fmt: skip
+    null_verdicts = (
+        Verdict.GOLD_ERROR, Verdict.WORKER_CRASHED, Verdict.DEADLINE_EXCEEDED, Verdict.INTERNAL_ERROR,
+    )  # fmt: skip
+
+    schema_sql: str | None = Field(
+        None,
+        max_length=SQL_SCHEMA_CHARS,
+        description="SQL that builds the database (CREATE TABLE and INSERT statements), run on a fresh in-memory "
+        "database for each item. Give this or `db`.",
+    )
+    db: str | None = Field(
+        None,
+        pattern=_DB_NAME,
+        description="The name of a read-only SQLite file this server lists in VERIFIER_SQL_DATABASES (pinned by its "
+        "sha256). Give this or `schema_sql`.",
+    )
+    gold_sql: str = Field(..., min_length=1, max_length=10_000, description="The reference query.")
+    compare: SqlCompare = Field(
+        "set",
+        description="set: rows compared as sets (order and duplicates ignored, as BIRD and SkyRL do); multiset: "
+        "duplicates count; ordered: the order counts too (for a gold with ORDER BY).",
+    )
+    float_tol: StrictFloat = Field(
+        1e-6, ge=0, le=1, description="Two numbers match when within this, relatively or absolutely; 0: exactly."
+    )
+    timeout_s: StrictFloat = Field(
+        5.0, gt=0, le=30, description="Each query is interrupted after this long (the predicted one then scores 0)."
+    )
+    think_tag: str = _think_tag()
+
+    @model_validator(mode="after")
+    def _one_database(self) -> SqlSpec:
+        if (self.schema_sql is None) == (self.db is None):
+            raise ValueError("give exactly one of schema_sql and db")
+        return self
+
+
 _ENTRY_CHARS = 64 * 1024
 _PROCEDURAL_ENUM: list[JsonValue] = [*sorted(PROCEDURAL_DATASETS)]  # published: generated requests name a real one
 
@@ -855,6 +972,70 @@ class LanguageSpec(ComponentSpec):
     think_tag: str = _think_tag()
 
 
+class StepsSpec(ComponentSpec):
+    """A process reward without a model: every arithmetic claim written in the completion (`48 / 2 = 24`,
+    GSM8K's `<<48/2=24>>`) checked in exact rational arithmetic. min: 1 when every step is right, else 0; mean: the
+    share of right steps. No steps at all scores 1 (`no_steps`): there is nothing to fault. The result lists `steps`,
+    each claim's character span in the completion and its score."""
+
+    verdicts = (Verdict.VALID, Verdict.INVALID_STEP, Verdict.NO_STEPS)
+
+    aggregate: Literal["min", "mean"] = Field(
+        "min", description="min: 1 only when every step is right; mean: the share of right steps."
+    )
+    scope: Literal["all", "reasoning"] = Field(
+        "all", description="all: the whole completion; reasoning: the reasoning block only."
+    )
+    think_tag: str = _think_tag()
+
+
+_KwargValue = str | StrictInt | StrictFloat | StrictBool | None | list[str | StrictInt | StrictFloat]
+MAX_INSTRUCTIONS = 64
+
+
+class InstructionsSpec(ComponentSpec):
+    """IFEval-style verifiable instructions: Google IFEval's 25 checks under their ids and kwargs, and IFEvalG's
+    training-only ones, graded on the answer after the reasoning. `loose` counts an instruction followed when IFEval's
+    loose variants of the answer (first or last line removed, '*' removed) pass it. Language checks are deterministic,
+    and text whose language cannot be decided does not follow them. An unknown id, or kwargs a check cannot use:
+    null."""
+
+    role = "primary"
+    verdicts = (Verdict.FOLLOWED, Verdict.NOT_FOLLOWED, Verdict.UNKNOWN_INSTRUCTION, Verdict.BAD_KWARGS)
+    null_verdicts = (Verdict.UNKNOWN_INSTRUCTION, Verdict.BAD_KWARGS)
+
+    instruction_ids: tuple[Annotated[str, Field(max_length=100)], ...] = Field(
+        ...,
+        min_length=1,
+        max_length=MAX_INSTRUCTIONS,
+        description='The instructions to check, by IFEval id (e.g. "punctuation:no_comma"); GET /v1/components '
+        "lists no ids: README lists them.",
+    )
+    kwargs: tuple[dict[str, _KwargValue] | None, ...] | None = Field(
+        None,
+        description="Each instruction's kwargs, in the order of instruction_ids (null: none); a null value is the same "
+        "as an absent key. Default: none for all.",
+    )
+    grading: Literal["all", "fraction"] = Field(
+        "all", description="all: 1 when every instruction is followed, else 0; fraction: the share followed."
+    )
+    mode: Literal["strict", "loose"] = Field(
+        "strict", description="strict: the answer as it is; loose: IFEval's loose variants (any one passing counts)."
+    )
+    think_tag: str = _think_tag()
+
+    def partial_credit(self) -> bool:
+        return self.grading == "fraction"
+
+    @model_validator(mode="after")
+    def _parallel_kwargs(self) -> InstructionsSpec:
+        if self.kwargs is not None and len(self.kwargs) != len(self.instruction_ids):
+            raise ValueError("kwargs must have one entry (an object or null) per instruction id")
+        if self.kwargs is not None and any(len(one or {}) > 32 for one in self.kwargs):
+            raise ValueError("kwargs may have at most 32 keys per instruction")
+        return self
+
+
 Weight = Annotated[StrictFloat, Field(ge=-WEIGHT_LIMIT, le=WEIGHT_LIMIT, allow_inf_nan=False)]
 
 
@@ -889,12 +1070,16 @@ class ScoreItem(_Strict):
     code: CodeSpec | None = None
     choice: ChoiceSpec | None = None
     answer: AnswerSpec | None = None
+    json_schema: JsonSchemaSpec | None = None
+    sql: SqlSpec | None = None
+    instructions: InstructionsSpec | None = None
     procedural: ProceduralSpec | None = None
     format: FormatOptions | None = None
     overlong: OverlongSpec | None = None
     length: LengthSpec | None = None
     repetition: RepetitionSpec | None = None
     language: LanguageSpec | None = None
+    steps: StepsSpec | None = None
     weights: dict[ComponentName, Weight] | None = Field(
         None,
         description=f"Component name -> weight in the reward (default 1.0 each); finite, |weight| <= {WEIGHT_LIMIT:g}, "

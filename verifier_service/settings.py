@@ -49,6 +49,13 @@ class SandboxSettings(BaseModel):
     max_file_mb: int = Field(256, ge=1)
 
 
+class SqlDatabase(BaseModel):
+    """A read-only SQLite file that `sql` items may name (`"db": NAME`), pinned by its content's hash."""
+
+    path: str = Field(..., min_length=1, description="The file; opened read-only and immutable by the workers.")
+    sha256: str = Field(..., pattern=r"^[0-9a-fA-F]{64}$", description="Its SHA-256; checked at start-up.")
+
+
 class VerifierSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="VERIFIER_", env_nested_delimiter="__", extra="ignore")
 
@@ -96,6 +103,11 @@ class VerifierSettings(BaseSettings):
         "local", description="Where model-written code runs: bubblewrap/rlimits on this host, or Docker containers."
     )
     sandbox: SandboxSettings = Field(default_factory=lambda: SandboxSettings())
+    sql_databases: dict[str, SqlDatabase] = Field(
+        default_factory=dict,
+        description="Databases `sql` items may name: a JSON object, name -> {path, sha256}. The service refuses to "
+        "start when a file's hash differs.",
+    )
 
     @model_validator(mode="after")
     def _check_deadlines(self) -> VerifierSettings:

@@ -242,12 +242,13 @@ def test_the_adapters_read_a_sample_as_the_schema_does(ground_truth: Any, data_s
 
 def test_an_instruction_following_ground_truth_becomes_an_instructions_spec() -> None:
     """verl's, OpenRLHF's, slime's and NeMo-RL's ground truth of Tulu / IFEval rows; the spec is scored once the
-    `instructions` component is in the schema (the item is built from it as from any spec)."""
+    `instructions` component is in the schema (the item is built from it as from any spec): open-instruct's graded
+    as open-instruct rewards it, the share followed."""
     from trainer_client.integrations.ground_truth import specs_from_ground_truth
 
     spec = {"instruction_ids": ["change_case:english_lowercase"], "kwargs": [None]}
     tulu = "[{'instruction_id': ['change_case:english_lowercase'], 'kwargs': [None]}]"
-    assert specs_from_ground_truth(tulu, "math") == {"instructions": spec}
+    assert specs_from_ground_truth(tulu, "math") == {"instructions": {**spec, "grading": "fraction"}}
     google = {"instruction_id_list": ["change_case:english_lowercase"], "kwargs": [{"unused": None}]}
     assert specs_from_ground_truth(json.dumps(google), "math") == {"instructions": {**spec, "kwargs": [{}]}}
     with pytest.raises(ValueError, match="Python-literal list") as error:

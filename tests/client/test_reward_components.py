@@ -218,7 +218,7 @@ def test_bad_options_fail_when_the_reward_is_made(
 
 
 MISSPELLED: list[tuple[Any, str]] = [
-    ("maths", r"^unknown component 'maths'; did you mean 'math'\? Components: math, code, choice, answer, format, "),
+    ("maths", rf"^unknown component 'maths'; did you mean 'math'\? Components: {', '.join(COMPONENTS)}$"),
     (["math", "fromat"], r"^unknown component 'fromat'; did you mean 'format'\?"),
     (["overlong", "lenght"], r"^unknown component 'lenght'; did you mean 'length'\?"),
     (["math", "zzz"], r"^unknown component 'zzz'; Components: math,"),  # nothing close: the list alone

@@ -725,9 +725,14 @@ PREFLIGHT_VERDICTS = {
     "code": "passed",
     "choice": "correct",
     "answer": "correct",
+    "procedural": "correct",  # basic_arithmetic, answer 1: the box holds it
+    "instructions": "followed",  # its pre-flight instruction is no_comma
     "overlong": "within_budget",
     "length": "correct",
-    "repetition": "no_repetition",  # six words: four trigrams, none repeated
+    "repetition": "no_repetition",  # no trigram repeated
+    "sql": "match",  # SELECT 1 against the placeholder gold SELECT 1
+    "json_schema": "valid",  # 1 under {"type": "integer"}
+    "language": "consistent",  # the reasoning's five English words, target en
 }
 
 

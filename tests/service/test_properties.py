@@ -133,6 +133,7 @@ def specs(loose: bool) -> dict[str, st.SearchStrategy[Any]]:
         "format": spec({}, prefilled=st.booleans(), tag=st.sampled_from(["think", "reasoning"])),
         "overlong": spec({"max_tokens": pick(loose, st.integers(1, 10**6), raw_numbers)}, unit=st.just("chars")),
         "repetition": spec({}, n=st.integers(1, 8), scope=st.sampled_from(["all", "answer", "reasoning"])),
+        "steps": spec({}, aggregate=st.sampled_from(["min", "mean"]), scope=st.sampled_from(["all", "reasoning"])),
         "code": st.fixed_dictionaries({"tests": st.lists(st.one_of(stdio, call), min_size=1, max_size=2)}),
     }
 

@@ -47,6 +47,7 @@ def problems(exc: pytest.ExceptionInfo[Invalid]) -> list[tuple[str, str]]:
         (["math+format"], ["math:1+format:0.5"], CompatConfig(("math", "format"), {"math": 1.0, "format": 0.5})),
         (["math,format", "format"], ["format:2"], CompatConfig(("math", "format"), {"format": 2.0})),
         (["answer", "repetition"], [" "], CompatConfig(("answer", "repetition"))),
+        (["math+steps"], ["steps:0.5"], CompatConfig(("math", "steps"), {"steps": 0.5})),
     ],
 )
 def test_options_from_the_url(components: list[str] | None, weights: list[str] | None, expected: CompatConfig) -> None:
@@ -147,6 +148,8 @@ def test_a_gold_label_is_scored_with_the_urls_components() -> None:
     config = CompatConfig(("math", "format"), {"format": 0.5})
     item = score_item("x", "72", config, "label")
     assert item == ScoreItem(completion="x", math={"gold": "72"}, format={}, weights={"format": 0.5})
+    stepped = score_item("x", "72", CompatConfig(("math", "steps")), "label")
+    assert stepped == ScoreItem(completion="x", math={"gold": "72"}, steps={})
     assert score_item("x", 72, CompatConfig(), "label").math == ScoreItem(completion="", math={"gold": "72"}).math
     assert score_item("x", "{1, 2}", CompatConfig(), "label").math.gold == "{1, 2}"  # type: ignore[union-attr]
 

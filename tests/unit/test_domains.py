@@ -68,7 +68,9 @@ def test_open_instruct_ground_truth_is_read_as_open_instruct_reads_it() -> None:
     ids = ["length_constraints:number_paragraphs", "letters:letter_counting2", "keywords:word_once"]
     letters = {"letter": "s", "let_frequency": 20, "let_relation": "at least"}
     kwargs = [{"num_paragraphs": 4}, letters, {"keyword": "flight"}]
-    assert open_instruct_specs(instruct) == {"instructions": {"instruction_ids": ids, "kwargs": kwargs}}
+    assert open_instruct_specs(instruct) == {
+        "instructions": {"instruction_ids": ids, "kwargs": kwargs, "grading": "fraction"}  # open-instruct's reward
+    }
     assert open_instruct_specs(math) == {"math": {"gold": "18"}}
     assert open_instruct_specs(old_style) == {}  # func_name constraints: no IFEval ids to map them to
     assert shape_prompt(instruct) == instruct["messages"]
@@ -76,9 +78,15 @@ def test_open_instruct_ground_truth_is_read_as_open_instruct_reads_it() -> None:
 
 def test_an_element_that_is_a_json_string_and_lists_of_one_are_read() -> None:
     inner = json.dumps({"instruction_id": ["punctuation:no_comma"], "kwargs": [None]})
-    assert open_instruct_instructions(repr([inner])) == {"instruction_ids": ["punctuation:no_comma"], "kwargs": [None]}
+    assert open_instruct_instructions(repr([inner])) == {
+        "instruction_ids": ["punctuation:no_comma"],
+        "kwargs": [None],
+        "grading": "fraction",
+    }
     row = {"ground_truth": ["[{'instruction_id': ['a:b'], 'kwargs': [{}]}]"], "dataset": ["ifeval"]}
-    assert open_instruct_specs(row) == {"instructions": {"instruction_ids": ["a:b"], "kwargs": [{}]}}
+    assert open_instruct_specs(row) == {
+        "instructions": {"instruction_ids": ["a:b"], "kwargs": [{}], "grading": "fraction"}
+    }
 
 
 @pytest.mark.parametrize(

@@ -267,3 +267,21 @@ def test_a_scorer_s_error_detail_names_the_exception_class_only() -> None:
 
 def test_the_component_is_the_pooled_table_s_procedural_entry() -> None:
     assert POOLED["procedural"] is ProceduralComponent
+
+
+def test_errors_name_partial_credit_as_requests_spell_it() -> None:
+    """The option is `partial_credit` on the wire (`partial` in Python, beside ComponentSpec.partial_credit())."""
+    from verifier_service.problems import describe
+    from verifier_service.schema import ScoreRequest
+
+    entry = countdown_entry()
+    found = []
+    for options in ({"partial_credit": "yes"}, {"partial": True}):
+        item = {"completion": "x", "procedural": spec("countdown", entry, **options)}
+        with pytest.raises(ValidationError) as error:
+            ScoreRequest.model_validate({"items": [item]})
+        found += describe(error.value.errors(include_input=False), root=ScoreRequest, top="")
+    assert [(e["loc"], e["msg"]) for e in found] == [
+        ("items.0.procedural.partial_credit", "Input should be a valid boolean"),
+        ("items.0.procedural", "unknown field 'partial'; did you mean 'partial_credit'?"),
+    ]

@@ -25,6 +25,8 @@ def named_verdicts(module: str) -> set[Verdict]:
         ("scoring/math.py", "math"),
         ("scoring/code.py", "code"),
         ("scoring/think_format.py", "format"),
+        ("scoring/json_schema.py", "json_schema"),
+        ("scoring/sql.py", "sql"),
         ("scoring/procedural.py", "procedural"),
     ],
 )

@@ -4,7 +4,7 @@ A text component is a pure function of the item and its spec, `score(item, spec)
 service process; one whose work is much cheaper for many items at once (numpy over the whole batch) also has
 `score_batch(items, specs) -> list[ComponentResult]`, in `BATCHED`. A gated one (`GatedSpec`) also gets the result
 of the component it reads correctness from, `score(item, spec, correctness)`, and runs after it. A pooled one
-(`math`, `code`) needs the worker pool or the sandbox: a class the engine builds once and drives as
+(`math`, `code`, `sql`) needs the worker pool or the sandbox: a class the engine builds once and drives as
 scoring/pooled.py says, in `POOLED`. The engine names no component.
 """
 
@@ -14,7 +14,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from verifier_service.schema import ComponentResult, ScoreItem
-from verifier_service.scoring import answer, choice, language, length, overlong, repetition, think_format
+from verifier_service.scoring import (
+    answer,
+    choice,
+    instructions,
+    json_schema,
+    language,
+    length,
+    overlong,
+    repetition,
+    steps,
+    think_format,
+)
 from verifier_service.scoring.pooled import PooledComponent, Resources
 
 Scorer = Callable[[ScoreItem, Any], ComponentResult]
@@ -24,10 +35,13 @@ GatedScorer = Callable[[ScoreItem, Any, ComponentResult], ComponentResult]
 TEXT: dict[str, Scorer] = {
     "choice": choice.score,
     "answer": answer.score,
+    "instructions": instructions.score,
+    "json_schema": json_schema.score,
     "format": think_format.score,
     "overlong": overlong.score,
     "repetition": repetition.score,
     "language": language.score,
+    "steps": steps.score,
 }
 BATCHED: dict[str, BatchScorer] = {"repetition": repetition.score_batch}
 GATED: dict[str, GatedScorer] = {"length": length.score}
@@ -37,9 +51,11 @@ GATED: dict[str, GatedScorer] = {"length": length.score}
 from verifier_service.scoring.code import CodeComponent  # noqa: E402
 from verifier_service.scoring.math import MathComponent  # noqa: E402
 from verifier_service.scoring.procedural import ProceduralComponent  # noqa: E402
+from verifier_service.scoring.sql import SqlComponent  # noqa: E402
 
 POOLED: dict[str, Callable[[Resources], PooledComponent]] = {
     "math": MathComponent,
     "code": CodeComponent,
+    "sql": SqlComponent,
     "procedural": ProceduralComponent,
 }

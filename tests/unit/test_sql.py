@@ -1,0 +1,280 @@
+"""The `sql` component: a query's rows against the gold's on real SQLite, run as a worker runs them (SqlTask.run in
+this process); writes, ATTACH, pragmas and extension loads refused, runaway queries interrupted, results capped, and
+the peers' own test cases (tests/data/sql/peers.jsonl) as oracles."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from verifier_service.metrics import Metrics
+from verifier_service.runtime import check_sql_databases, item_problem
+from verifier_service.schema import ScoreItem, SqlSpec
+from verifier_service.scoring import POOLED
+from verifier_service.scoring.pooled import Resources
+from verifier_service.scoring.sql import MAX_ROWS, SqlComponent, SqlTask, extract_sql
+from verifier_service.scoring.sql_compare import rows_match
+from verifier_service.settings import VerifierSettings
+
+PEERS = Path(__file__).resolve().parents[1] / "data" / "sql" / "peers.jsonl"
+SCHEMA = (
+    "CREATE TABLE t (x INTEGER, y TEXT, z REAL);"
+    "INSERT INTO t VALUES (1, 'a', 0.5), (2, 'b', 1.0), (3, 'c', 0.1), (3, 'c', 0.1);"
+)
+WRITES = [
+    "DELETE FROM t",
+    "DROP TABLE t",
+    "INSERT INTO t VALUES (9, 'z', 9.0)",
+    "UPDATE t SET x = 0",
+    "CREATE TABLE u (a)",
+    "CREATE TEMP TABLE u (a)",
+    "ATTACH DATABASE ':memory:' AS other",
+    "ATTACH DATABASE '/tmp/verifier-sql-attach.db' AS other",
+    "VACUUM INTO '/tmp/verifier-sql-vacuum.db'",
+    "PRAGMA writable_schema = ON",
+    "PRAGMA query_only = OFF",
+    "SELECT * FROM pragma_table_info('t')",
+    "SELECT load_extension('/tmp/evil.so')",
+]
+
+
+def run(pred: str, gold: str = "SELECT x FROM t", **options: Any) -> tuple[float | None, str, str]:
+    result = SqlTask(gold_sql=gold, pred_sql=pred, schema_sql=options.pop("schema_sql", SCHEMA), **options).run()
+    return result.score, result.verdict, result.detail or ""
+
+
+@pytest.mark.parametrize("pred", WRITES)
+def test_a_write_or_a_reach_past_the_database_is_refused_and_changes_nothing(pred: str) -> None:
+    assert run(pred)[:2] == (0.0, "write_attempt")
+    assert not Path("/tmp/verifier-sql-attach.db").exists() and not Path("/tmp/verifier-sql-vacuum.db").exists()
+
+
+@pytest.mark.parametrize("pred", WRITES)
+def test_a_write_to_a_named_database_file_changes_nothing_and_the_next_query_sees_it_whole(
+    pred: str, tmp_path: Path
+) -> None:
+    path = database_file(tmp_path)
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    task: dict[str, Any] = {"gold_sql": "SELECT count(*) FROM t", "db_path": str(path), "db_sha256": before}
+    assert SqlTask(pred_sql=pred, **task).run().verdict == "write_attempt"
+    assert SqlTask(pred_sql="SELECT 4", **task).run().verdict == "match"  # all four rows still there
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def test_a_runaway_recursive_query_is_interrupted_at_its_deadline() -> None:
+    forever = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+    assert run(forever, timeout_s=0.2) == (0.0, "timeout", "the query was interrupted after 0.2s")
+    assert run("SELECT x FROM t", timeout_s=0.2)[1] == "match"  # the worker goes on
+
+
+def test_a_schema_that_runs_forever_is_interrupted_and_is_the_gold_s_fault() -> None:
+    forever = "CREATE TABLE n (x); WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) INSERT INTO n " \
+              "SELECT x FROM c;"  # fmt: skip
+    assert run("SELECT 1", schema_sql=forever, timeout_s=0.2)[:2] == (None, "gold_error")
+
+
+def test_a_cross_join_of_millions_of_rows_is_capped() -> None:
+    schema = "CREATE TABLE d (v); WITH RECURSIVE c(v) AS (SELECT 0 UNION ALL SELECT v + 1 FROM c LIMIT 1000) " \
+             "INSERT INTO d SELECT v FROM c;"  # fmt: skip
+    pred = "SELECT a.v, b.v FROM d a, d b"  # 1,000,000 rows
+    score, verdict, detail = run(pred, gold="SELECT count(*) FROM d", schema_sql=schema)
+    assert (score, verdict) == (0.0, "mismatch") and f"more than {MAX_ROWS} rows" in detail
+    assert run("SELECT 1", gold=pred, schema_sql=schema)[:2] == (None, "gold_error")
+
+
+def test_values_too_large_to_hold_are_refused_not_built() -> None:
+    assert run("SELECT zeroblob(1000000000)")[:2] == (0.0, "pred_error")
+
+
+@pytest.mark.parametrize(
+    ("pred", "error"),
+    [
+        ("SELECT x FRM t", "OperationalError"),
+        ("SELECT nope FROM t", "OperationalError"),
+        ("SELECT 1; SELECT 2", "ProgrammingError"),
+    ],
+)
+def test_a_failing_query_is_pred_error_naming_the_error_class_never_the_sql(pred: str, error: str) -> None:
+    score, verdict, detail = run(pred)
+    assert (score, verdict) == (0.0, "pred_error") and detail == f"the query failed ({error})"
+
+
+@pytest.mark.parametrize(
+    ("schema", "gold", "why"),
+    [
+        ("CREATE TABLE t (x", "SELECT 1", "the schema failed to build (OperationalError)"),
+        (SCHEMA, "SELECT nope FROM t", "the gold query failed (OperationalError)"),
+        (SCHEMA, "DELETE FROM t", "the gold query is not read-only"),
+        ("ATTACH '/tmp/verifier-sql-schema.db' AS x;", "SELECT 1", "the schema failed to build (DatabaseError)"),
+    ],
+)
+def test_a_gold_that_cannot_run_is_null(schema: str, gold: str, why: str) -> None:
+    assert run("SELECT 1", gold=gold, schema_sql=schema) == (None, "gold_error", why)
+    assert not Path("/tmp/verifier-sql-schema.db").exists()
+
+
+def test_a_schema_of_a_megabyte_builds() -> None:
+    rows = ",".join(f"({i}, 'name number {i:08d}')" for i in range(30_000))
+    schema = f"CREATE TABLE big (id INTEGER, name TEXT); INSERT INTO big VALUES {rows};"
+    assert 800_000 < len(schema) <= 1_000_000
+    SqlSpec(schema_sql=schema, gold_sql="SELECT 1")  # within the spec's limit
+    assert run("SELECT count(*) FROM big", gold="SELECT 30000", schema_sql=schema)[1] == "match"
+
+
+@pytest.mark.parametrize(
+    ("gold", "pred", "compare", "tol", "same"),
+    [
+        ([(1,), (2,)], [(2,), (1,)], "set", 1e-6, True),
+        ([(1,), (1,), (2,)], [(2,), (1,)], "set", 1e-6, True),
+        ([(1,), (1,), (2,)], [(2,), (1,)], "multiset", 1e-6, False),
+        ([(1,), (2,), (1,)], [(1,), (1,), (2,)], "multiset", 1e-6, True),
+        ([(1,), (2,)], [(2,), (1,)], "ordered", 1e-6, False),
+        ([(1, "a")], [(1.0, "a")], "ordered", 0.0, True),  # int 1 == float 1.0
+        ([(0.3,)], [(0.1 + 0.2,)], "set", 1e-6, True),  # BIRD's set() says no
+        ([(0.3,)], [(0.1 + 0.2,)], "set", 0.0, False),
+        ([(1000.0,)], [(1000.5,)], "set", 1e-3, True),  # relative
+        ([(0.0,)], [(1e-7,)], "set", 1e-6, True),  # absolute near 0
+        ([(1.0,)], [(1.1,)], "set", 1e-6, False),
+        ([("1",)], [(1,)], "set", 1e-6, False),  # text is not a number
+        ([(None,)], [(0,)], "set", 1e-6, False),
+        ([(b"\x00",)], [("\x00",)], "set", 1e-6, False),
+        ([(1, 2)], [(1,)], "set", 1e-6, False),
+        ([(0.5, "b"), (1.25, "a")], [(1.2500001, "a"), (0.5000001, "b")], "multiset", 1e-6, True),
+        ([], [], "ordered", 0.0, True),
+    ],
+)
+def test_rows_compare_by_value(gold: list[Any], pred: list[Any], compare: Any, tol: float, same: bool) -> None:
+    assert rows_match(gold, pred, compare, tol) is same
+
+
+def test_column_names_are_never_compared() -> None:
+    assert run("SELECT x AS anything_else FROM t")[1] == "match"
+
+
+@pytest.mark.parametrize(
+    ("completion", "sql"),
+    [
+        ("```sql\nSELECT 1\n```", "SELECT 1\n"),
+        ("```SQLite\nSELECT 1\n```", "SELECT 1\n"),
+        ("<think>```sql\nSELECT 1\n```</think>no block here", None),
+        ("```sql\nSELECT 1\n```\n```python\nprint(1)\n```", "SELECT 1\n"),
+        ("```sql\nSELECT 1\n```\nor\n```sql\nSELECT 2\n```", "SELECT 2\n"),
+        ("```sql\n   \n```", None),
+        ("SELECT 1", None),
+        ("<think>unfinished", None),
+    ],
+)
+def test_the_query_is_the_last_sql_block_after_the_reasoning(completion: str, sql: str | None) -> None:
+    assert extract_sql(completion) == sql
+
+
+PEER_CASES = [json.loads(line) for line in PEERS.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("case", PEER_CASES, ids=[f"{c['peer']}:{c['case']}" for c in PEER_CASES])
+def test_the_peers_cases_score_as_they_do_or_as_documented(case: dict[str, Any]) -> None:
+    """Each peer test case scored by our component. Where a row says `differs`, our verdict is a deliberate
+    departure (the row says why); otherwise our score is the peer's reward."""
+    spec = SqlSpec(schema_sql=case["schema_sql"], gold_sql=case["gold_sql"])
+    item = ScoreItem(completion=case["completion"], sql=spec)
+    prepared = component().prepare(item, spec)
+    result = prepared.run() if isinstance(prepared, SqlTask) else prepared
+    assert result.verdict == case["verdict"]
+    if case["differs"] is None:
+        assert result.score == case["peer_reward"]
+
+
+def component(**settings: Any) -> SqlComponent:
+    return SqlComponent(Resources(VerifierSettings(**settings), None, Metrics(), None))  # type: ignore[arg-type]
+
+
+def test_sql_is_a_pooled_primary_component_and_a_missing_block_never_reaches_a_worker() -> None:
+    assert POOLED["sql"] is SqlComponent and SqlSpec.role == "primary"
+    spec = SqlSpec(schema_sql=SCHEMA, gold_sql="SELECT 1")
+    result = component().prepare(ScoreItem(completion="SELECT 1", sql=spec), spec)
+    assert not isinstance(result, SqlTask) and (result.score, result.verdict) == (0.0, "no_sql")
+    task = SqlTask(gold_sql="x", pred_sql="y", timeout_s=5)
+    assert component().timeout_s(task) == 20  # the backstop: the schema and gold, then the query, and 10 s to spare
+    stopped = component().timed_out(task, 20)  # the pool killed a worker the interrupt did not stop: still the model's
+    assert (stopped.score, stopped.verdict) == (0.0, "timeout")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"gold_sql": "SELECT 1"},
+        {"gold_sql": "SELECT 1", "schema_sql": "", "db": "bird"},
+        {"gold_sql": "SELECT 1", "schema_sql": "x" * 1_000_001},
+        {"gold_sql": "S" * 10_001, "schema_sql": ""},
+        {"gold_sql": "SELECT 1", "schema_sql": "", "timeout_s": 31},
+        {"gold_sql": "SELECT 1", "schema_sql": "", "float_tol": 2},
+        {"gold_sql": "SELECT 1", "schema_sql": "", "compare": "bag"},
+        {"gold_sql": "SELECT 1", "db": "../etc/passwd"},
+    ],
+)
+def test_a_bad_spec_is_refused(fields: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        SqlSpec.model_validate(fields)
+
+
+def database_file(tmp_path: Path) -> Path:
+    path = tmp_path / "bird.sqlite"
+    with sqlite3.connect(path) as connection:
+        connection.executescript(SCHEMA)
+    connection.close()
+    return path
+
+
+def test_a_named_database_runs_from_its_file_and_an_unknown_name_is_refused_naming_the_field(tmp_path: Path) -> None:
+    path = database_file(tmp_path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    settings: dict[str, Any] = {"sql_databases": {"bird": {"path": str(path), "sha256": digest}}}
+    check_sql_databases(VerifierSettings(**settings))
+    spec = SqlSpec(db="bird", gold_sql="SELECT y FROM t WHERE x = 2")
+    item = ScoreItem(completion="```sql\nSELECT 'b'\n```", sql=spec)
+    task = component(**settings).prepare(item, spec)
+    assert isinstance(task, SqlTask) and task.run().verdict == "match"
+    unknown = ScoreItem(completion="x", sql=SqlSpec(db="secret_name", gold_sql="SELECT 1"))
+    problem = item_problem(unknown, VerifierSettings(**settings))
+    assert problem is not None and problem[0] == "sql.db" and "secret_name" not in problem[1]
+
+
+def test_the_service_refuses_to_start_on_a_database_that_is_not_the_pinned_file(tmp_path: Path) -> None:
+    path = database_file(tmp_path)
+    settings = VerifierSettings(sql_databases={"bird": {"path": str(path), "sha256": "0" * 64}})
+    with pytest.raises(RuntimeError, match="does not have the sha256"):
+        check_sql_databases(settings)
+    missing = VerifierSettings(sql_databases={"bird": {"path": str(tmp_path / "none"), "sha256": "0" * 64}})
+    with pytest.raises(RuntimeError, match="cannot be read"):
+        check_sql_databases(missing)
+
+
+def test_gold_rows_are_cached_per_worker() -> None:
+    from verifier_service.scoring import sql
+
+    schema = SCHEMA + "-- cache test"
+    sql._GOLD.pop((schema, "SELECT x FROM t"), None)
+    run("SELECT 1", schema_sql=schema)
+    assert sql._GOLD[(schema, "SELECT x FROM t")] == [(1,), (2,), (3,), (3,)]
+
+
+@pytest.mark.parametrize("schema", ["", "-- nothing", "CREATE TABLE t (x);"])
+def test_an_empty_database_serves_queries_that_need_no_table(schema: str) -> None:
+    for _ in range(2):  # built, then from the worker's cache
+        assert run("SELECT 1 + 1", gold="SELECT 2", schema_sql=schema)[:2] == (1.0, "match")
+
+
+def test_every_item_of_a_schema_gets_the_same_fresh_copy_the_first_included() -> None:
+    """A schema is built once per worker and each item queries its own copy: what is outside the main database (a
+    temp table) is in no copy, for the first item as for the later ones."""
+    schema = "CREATE TEMP TABLE scratch (a); INSERT INTO scratch VALUES (1); CREATE TABLE kept (a); " \
+             "INSERT INTO kept VALUES (2);"  # fmt: skip
+    for _ in range(2):
+        assert run("SELECT a FROM scratch", gold="SELECT a FROM kept", schema_sql=schema)[1] == "pred_error"
+        assert run("SELECT 2", gold="SELECT a FROM kept", schema_sql=schema)[1] == "match"
