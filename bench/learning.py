@@ -36,11 +36,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from learning_task import SYSTEM_PROMPT, Problem, build, problems, shuffled_golds, warm_start_rows, write_jsonl
+from learning_task import SYSTEM_PROMPT, build, problems, shuffled_golds, warm_start_rows, write_jsonl
 from machine import load_average, verifier
 
 from trainer_client import VerifierClient
@@ -48,13 +49,43 @@ from verifier_service.schema import ScoreItem
 
 ROOT = Path(__file__).resolve().parents[1]
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-COMPONENTS = ("math", "format", "overlong")
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+@dataclass(frozen=True)
+class Recipe:
+    """What a learning run is rewarded and judged by (this file's: the math task's; `learning_procedural.py` has
+    another): the training script's reward components and system prompt, and the correctness component whose
+    score of 1.0 counts a held-out answer right."""
+
+    components: tuple[str, ...]
+    system_prompt: str
+    judge: str
+
+
+@dataclass(frozen=True)
+class Task:
+    """A learning run's data: the GRPO data and its control (JSONL files the training script reads), the warm
+    start's prompt-completion chats, the held-out questions with the specs that judge them, and how the tokenizer
+    and random model are built (into the folder it is given)."""
+
+    train: Path
+    control: Path
+    warm_start: list[dict[str, Any]]
+    held_out: list[tuple[str, dict[str, Any]]]
+    build: Callable[[Path], object]
+
+
+MATH = Recipe(("math", "format", "overlong"), SYSTEM_PROMPT, "math")
+
+
+def parse_args(
+    argv: Sequence[str] | None = None, description: str | None = __doc__, results: str = "learning", **defaults: Any
+) -> argparse.Namespace:
+    """The options of a learning run (this file's, or another task's with its own `description`, results folder
+    `bench/results/<results>-seed<seed>` and option `defaults`)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, help="default: bench/results/learning-seed<seed>")
+    parser.add_argument("--out", type=Path, help=f"default: bench/results/{results}-seed<seed>")
     parser.add_argument("--train-problems", type=int, default=4000, help="warm-start and GRPO prompts")
     parser.add_argument("--eval-problems", type=int, default=400, help="held-out problems")
     parser.add_argument("--sft-steps", type=int, default=600)
@@ -69,16 +100,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-control", action="store_true", help="skip the control run")
     parser.add_argument("--warm-start", type=Path, help="reuse the warm start (out/warm) of an earlier run, same seed")
     parser.add_argument("--smoke", action="store_true", help="a few steps of everything (no claim about learning)")
+    parser.set_defaults(**defaults)
     args = parser.parse_args(argv)
     if args.smoke:
         args.train_problems, args.eval_problems, args.sft_steps, args.grpo_steps = 64, 16, 4, 2
         args.prompts_per_step, args.generations, args.checkpoints = 2, 4, 1
-    args.out = args.out or ROOT / "bench" / "results" / f"learning-seed{args.seed}"
+    args.out = args.out or ROOT / "bench" / "results" / f"{results}-seed{args.seed}"
     return args
 
 
-def warm_start(model: Path, items: Sequence[Problem], args: argparse.Namespace, out: Path) -> None:
-    """TRL's SFTTrainer on the warm-start completions (loss on the completion only); saves over `model`."""
+def warm_start(model: Path, rows: Sequence[Mapping[str, Any]], args: argparse.Namespace, out: Path) -> None:
+    """TRL's SFTTrainer on the warm-start chats (loss on the completion only); saves over `model`."""
     from datasets import Dataset
     from transformers import AutoTokenizer
     from trl import SFTConfig, SFTTrainer
@@ -98,7 +130,7 @@ def warm_start(model: Path, items: Sequence[Problem], args: argparse.Namespace, 
         seed=args.seed,
         completion_only_loss=True,
     )
-    dataset = Dataset.from_list(warm_start_rows(items, args.seed))
+    dataset = Dataset.from_list(list(rows))
     tokenizer = AutoTokenizer.from_pretrained(model)
     trainer = SFTTrainer(model=str(model), args=config, train_dataset=dataset, processing_class=tokenizer)
     trainer.train()
@@ -106,9 +138,16 @@ def warm_start(model: Path, items: Sequence[Problem], args: argparse.Namespace, 
     tokenizer.save_pretrained(model)
 
 
-def evaluate(model_dir: Path, items: Sequence[Problem], url: str, max_new_tokens: int) -> dict[str, float]:
-    """Held-out accuracy (math correct) and the share of well-formed completions (format ok), in percent, of greedy
-    completions scored by the verifier."""
+def evaluate(
+    model_dir: Path,
+    items: Sequence[tuple[str, Mapping[str, Any]]],
+    url: str,
+    max_new_tokens: int,
+    recipe: Recipe = MATH,
+) -> dict[str, float]:
+    """Held-out accuracy (the recipe's judge scores 1.0 under the item's specs) and the share of well-formed
+    completions (format ok), in percent, of greedy completions to the (question, specs) items, scored by the
+    verifier."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -117,8 +156,8 @@ def evaluate(model_dir: Path, items: Sequence[Problem], url: str, max_new_tokens
     completions: list[str] = []
     for start in range(0, len(items), 128):
         chats = [
-            [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": item.question}]
-            for item in items[start : start + 128]
+            [{"role": "system", "content": recipe.system_prompt}, {"role": "user", "content": question}]
+            for question, _ in items[start : start + 128]
         ]
         batch = tokenizer.apply_chat_template(
             chats, add_generation_prompt=True, padding=True, return_tensors="pt", return_dict=True
@@ -127,25 +166,27 @@ def evaluate(model_dir: Path, items: Sequence[Problem], url: str, max_new_tokens
             output = model.generate(**batch, do_sample=False, max_new_tokens=max_new_tokens)
         completions += tokenizer.batch_decode(output[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
     scored = [
-        ScoreItem.model_validate({"completion": text, "math": {"gold": str(item.result)}, "format": {}})
-        for text, item in zip(completions, items, strict=True)
+        ScoreItem.model_validate({"completion": text, **specs, "format": {}})
+        for text, (_, specs) in zip(completions, items, strict=True)
     ]
     with VerifierClient(url) as client:
         results = client.score(scored)
-    right = sum(result.components["math"].score == 1.0 for result in results)
+    right = sum(result.components[recipe.judge].score == 1.0 for result in results)
     formed = sum(result.components["format"].score == 1.0 for result in results)
     return {"accuracy": 100 * right / len(items), "format": 100 * formed / len(items)}
 
 
-def grpo(model: Path, data: Path, url: str, out: Path, args: argparse.Namespace) -> tuple[float, Path]:
+def grpo(
+    model: Path, data: Path, url: str, out: Path, args: argparse.Namespace, recipe: Recipe = MATH
+) -> tuple[float, Path]:
     """The training script, as a user runs it; its wall time and its log."""
     save_steps = max(1, args.grpo_steps // args.checkpoints)
     argv = [
         "--model_name_or_path", str(model),
         "--dataset_name", str(data),
         "--verifier_url", url,
-        "--reward_components", *COMPONENTS,
-        "--system_prompt", SYSTEM_PROMPT,
+        "--reward_components", *recipe.components,
+        "--system_prompt", recipe.system_prompt,
         "--output_dir", str(out),
         "--max_steps", str(args.grpo_steps),
         "--per_device_train_batch_size", str(args.prompts_per_step * args.generations),
@@ -180,13 +221,22 @@ def grpo(model: Path, data: Path, url: str, out: Path, args: argparse.Namespace)
     return seconds, log
 
 
-def curve(run: Path, items: Sequence[Problem], url: str, args: argparse.Namespace) -> list[dict[str, float]]:
+def curve(
+    run: Path,
+    items: Sequence[tuple[str, Mapping[str, Any]]],
+    url: str,
+    args: argparse.Namespace,
+    recipe: Recipe = MATH,
+) -> list[dict[str, float]]:
     """Held-out accuracy at every checkpoint the run saved, and at its end."""
     points = []
     checkpoints = sorted(run.glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[1]))
     for checkpoint in checkpoints:
         points.append(
-            {"step": int(checkpoint.name.split("-")[1]), **evaluate(checkpoint, items, url, args.max_completion_length)}
+            {
+                "step": int(checkpoint.name.split("-")[1]),
+                **evaluate(checkpoint, items, url, args.max_completion_length, recipe),
+            }
         )
     return points
 
@@ -196,7 +246,7 @@ def log_history(run: Path) -> list[dict[str, Any]]:
     return [entry for entry in state["log_history"] if "reward" in entry]
 
 
-def plot(summary: dict[str, Any], path: Path) -> None:
+def plot(summary: dict[str, Any], path: Path, recipe: Recipe = MATH) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -212,7 +262,10 @@ def plot(summary: dict[str, Any], path: Path) -> None:
             continue
         steps = [entry["step"] for entry in part["log"]]
         axes[0].plot(
-            steps, smooth([entry["rewards/verifier_math/mean"] for entry in part["log"]]), label=label, color=colour
+            steps,
+            smooth([entry[f"rewards/verifier_{recipe.judge}/mean"] for entry in part["log"]]),
+            label=label,
+            color=colour,
         )
         points = [{"step": 0, **summary["warm_start"]}, *part["curve"]]
         axes[1].plot([p["step"] for p in points], [p["accuracy"] for p in points], "o-", label=label, color=colour)
@@ -222,14 +275,14 @@ def plot(summary: dict[str, Any], path: Path) -> None:
             label=label,
             color=colour,
         )
-    axes[0].set(title="math reward per step (mean, smoothed over 10)", xlabel="GRPO step", ylim=(0, 1))
+    axes[0].set(title=f"{recipe.judge} reward per step (mean, smoothed over 10)", xlabel="GRPO step", ylim=(0, 1))
     axes[1].set(title="held-out accuracy, greedy (%)", xlabel="GRPO step", ylim=(0, 100))
     axes[2].set(title="well-formed completions (%, smoothed)", xlabel="GRPO step", ylim=(0, 105))
     for axis in axes:
         axis.grid(alpha=0.3)
         axis.legend(loc="lower right")
-    title = f"GRPO through the verifier, seed {summary['seed']}: held-out accuracy {summary['before']:.1f}% -> "
-    title += f"{summary['after']:.1f}%"
+    title = f"GRPO through the verifier ({recipe.judge}), seed {summary['seed']}: held-out accuracy "
+    title += f"{summary['before']:.1f}% -> {summary['after']:.1f}%"
     if summary.get("control"):
         title += f", control {summary['control_before']:.1f}% -> {summary['control_after']:.1f}%"
     figure.suptitle(title)
@@ -247,12 +300,7 @@ def smooth(values: Sequence[float | None], window: int = 10) -> list[float]:
     return means
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    args = parse_args(argv)
-    # stopped with SIGTERM: unwind, so the verifier and a running training script are stopped too
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
+def describe_machine() -> None:
     import torch
     import transformers
     import trl
@@ -263,34 +311,34 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         f"{load_average()}",
         flush=True,
     )
-    train_items = problems(args.train_problems, seed=1000 + args.seed)
-    seen = {item.question for item in train_items}
-    held_out = [item for item in problems(4 * args.eval_problems, seed=2000 + args.seed) if item.question not in seen]
-    held_out = held_out[: args.eval_problems]
-    rows = [item.row() for item in train_items]
-    data = write_jsonl(out / "train.jsonl", rows)
-    control_data = write_jsonl(out / "train-shuffled.jsonl", shuffled_golds(rows, seed=args.seed))
-    print(f"task: {len(train_items)} training problems, {len(held_out)} held out (none of their questions trained on)")
 
+
+def run(args: argparse.Namespace, recipe: Recipe, task: Task) -> dict[str, Any]:
+    """A learning run, against a verifier it starts: the warm start (or `--warm-start`'s), then GRPO on the task's
+    data and on its control, each evaluated on the held-out items at every checkpoint; writes `summary.json` and
+    `learning.png` to `args.out` and returns the summary."""
+    # stopped with SIGTERM: unwind, so the verifier and a running training script are stopped too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    out: Path = args.out
     with verifier(out / "verifier.log", VERIFIER_MATH_WORKERS="1") as url:
         started = time.monotonic()
         model = out / "warm"
         if args.warm_start:  # an earlier run's warm start, same seed and task
             shutil.copytree(args.warm_start, model, dirs_exist_ok=True)
         else:
-            build(model, train_items, args.seed)
-            warm_start(model, train_items, args, out / "sft")
-        warm = evaluate(model, held_out, url, args.max_completion_length)
+            task.build(model)
+            warm_start(model, task.warm_start, args, out / "sft")
+        warm = evaluate(model, task.held_out, url, args.max_completion_length, recipe)
         print(
             f"warm start ({args.sft_steps} SFT steps, {time.monotonic() - started:.0f}s): held-out accuracy "
             f"{warm['accuracy']:.1f}%, well formed {warm['format']:.1f}%",
             flush=True,
         )
         summary: dict[str, Any] = {"seed": args.seed, "warm_start": warm, "before": warm["accuracy"]}
-        runs = [("run", data)] + ([] if args.no_control else [("control", control_data)])
+        runs = [("run", task.train)] + ([] if args.no_control else [("control", task.control)])
         for key, dataset in runs:
-            seconds, log = grpo(model, dataset, url, out / key, args)
-            points = curve(out / key, held_out, url, args)
+            seconds, log = grpo(model, dataset, url, out / key, args, recipe)
+            points = curve(out / key, task.held_out, url, args, recipe)
             after = points[-1]["accuracy"]
             summary[key] = {"seconds": seconds, "curve": points, "log": log_history(out / key), "train_log": str(log)}
             print(
@@ -306,12 +354,34 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         key: summary.get(key) for key in ("before", "after", "control_before", "control_after", "steps", "seconds")
     }
     (out / "summary.json").write_text(json.dumps({**brief, "seed": args.seed, "details": summary}, indent=1) + "\n")
-    plot(summary, out / "learning.png")
+    plot(summary, out / "learning.png", recipe)
     print(json.dumps(brief))
     if args.smoke:  # a few steps of each stage: whether the pipeline runs, not whether the model learns
         print(f"smoke run: every stage ran ({args.sft_steps} SFT and {args.grpo_steps} GRPO steps); it makes no claim "
               "about learning (the target is judged by full runs only)")  # fmt: skip
-    elif summary.get("control_after") is not None:
+    return summary
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    describe_machine()
+    train_items = problems(args.train_problems, seed=1000 + args.seed)
+    seen = {item.question for item in train_items}
+    held_out = [item for item in problems(4 * args.eval_problems, seed=2000 + args.seed) if item.question not in seen]
+    held_out = held_out[: args.eval_problems]
+    rows = [item.row() for item in train_items]
+    task = Task(
+        train=write_jsonl(out / "train.jsonl", rows),
+        control=write_jsonl(out / "train-shuffled.jsonl", shuffled_golds(rows, seed=args.seed)),
+        warm_start=warm_start_rows(train_items, args.seed),
+        held_out=[(item.question, {"math": {"gold": str(item.result)}}) for item in held_out],
+        build=lambda path: build(path, train_items, args.seed),
+    )
+    print(f"task: {len(train_items)} training problems, {len(held_out)} held out (none of their questions trained on)")
+    summary = run(args, MATH, task)
+    if not args.smoke and summary.get("control_after") is not None:
         gain, control_gain = summary["after"] - summary["before"], summary["control_after"] - summary["control_before"]
         met = gain >= 20 and control_gain < 5 and summary["seconds"] <= 900
         print(

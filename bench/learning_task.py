@@ -16,6 +16,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # The tiny-model builders and chat format of `python -m trainer_client.tiny_model` (and the tests), here at this
 # bench's sizes; learning.py takes write_jsonl from here.
@@ -88,21 +89,28 @@ def warm_start_rows(items: Sequence[Problem], seed: int, system_prompt: str = SY
     ]
 
 
-def shuffled_golds(rows: Sequence[Mapping[str, str]], seed: int) -> list[dict[str, str]]:
-    """The control's data: each question keeps its text, the solutions are dealt out to other questions (a
-    derangement), so the gold the verifier checks against is another problem's."""
+def shuffled_golds(
+    rows: Sequence[Mapping[str, Any]], seed: int, columns: Sequence[str] = ("answer",)
+) -> list[dict[str, Any]]:
+    """The control's data: each question keeps its text, the solutions (`columns`) are dealt out to other questions
+    (a derangement), so the gold the verifier checks against is another problem's."""
     order = list(range(len(rows)))
     rng = random.Random(seed)
     while len(rows) > 1 and any(i == j for i, j in enumerate(order)):
         rng.shuffle(order)
-    return [{**row, "answer": rows[j]["answer"]} for row, j in zip(rows, order, strict=True)]
+    return [{**row, **{name: rows[j][name] for name in columns}} for row, j in zip(rows, order, strict=True)]
 
 
 def build(path: Path, items: Sequence[Problem], seed: int, system_prompt: str = SYSTEM_PROMPT) -> Path:
     """Tokenizer (trained on the prompts and warm-start completions) and random model in `path`."""
-    path.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     lines = [system_prompt, *(line for item in items for line in (item.question, completion(item, rng)))]
+    return build_from_lines(path, lines, seed)
+
+
+def build_from_lines(path: Path, lines: Sequence[str], seed: int) -> Path:
+    """The learning benches' tokenizer (trained on `lines`) and random model, in `path`."""
+    path.mkdir(parents=True, exist_ok=True)
     # digits one token each, so numbers are spelt digit by digit; hidden 128, 4 layers: about a million parameters
     build_tokenizer(path, lines, vocab_size=800, split_digits=True)
     build_model(path, seed=seed, hidden=128, intermediate=512, layers=4, heads=4, kv_heads=2, max_positions=512)
