@@ -261,3 +261,23 @@ def test_capital_words_are_counted_as_nltk_tokenizes_them() -> None:
         "NOT",
         "OK",
     ]
+
+
+def test_a_langdetect_failure_other_than_no_letters_is_never_a_silent_not_followed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """langdetect's own loading race (NeedLoadProfileError: a thread that finds the factory before its profiles) or any
+    error but "no letters" leaves the item unjudged (internal_error, null), never a quiet 0."""
+    import langdetect
+    from langdetect.lang_detect_exception import ErrorCode, LangDetectException
+
+    from verifier_service.scoring import TEXT
+
+    def broken(text: str) -> str:
+        raise LangDetectException(ErrorCode.NeedLoadProfileError, "Need to load profiles.")
+
+    monkeypatch.setattr(langdetect, "detect", broken)
+    ids = {"instruction_ids": ["language:response_language"], "kwargs": [{"language": "en"}]}
+    item = ScoreItem.model_validate({"completion": "This is plainly English text.", "instructions": ids})
+    with pytest.raises(LangDetectException):  # scoring.texts makes a scorer's raise internal_error (null)
+        TEXT["instructions"](item, item.instructions)

