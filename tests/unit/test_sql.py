@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from verifier_service.metrics import Metrics
 from verifier_service.runtime import check_sql_databases, item_problem
 from verifier_service.schema import ScoreItem, SqlSpec
-from verifier_service.scoring import POOLED
+from verifier_service.scoring import POOLED, sql
 from verifier_service.scoring.pooled import Resources
 from verifier_service.scoring.sql import MAX_ROWS, SqlComponent, SqlTask, extract_sql
 from verifier_service.scoring.sql_compare import rows_match
@@ -90,6 +90,26 @@ def test_a_cross_join_of_millions_of_rows_is_capped() -> None:
 
 def test_values_too_large_to_hold_are_refused_not_built() -> None:
     assert run("SELECT zeroblob(1000000000)")[:2] == (0.0, "pred_error")
+
+
+def test_a_row_too_wide_to_hold_is_refused_before_any_value_is_built() -> None:
+    wide = "SELECT " + ", ".join(f"zeroblob(1000000) AS c{i}" for i in range(600))  # 600 MB in one row
+    score, verdict, detail = run(wide)
+    assert (score, verdict) == (0.0, "pred_error") and "OperationalError" in detail  # too many columns
+    assert run("SELECT 1", gold=wide)[:2] == (None, "gold_error")
+    # A table wider than a query may be is still readable, a few columns at a time.
+    schema = f"CREATE TABLE w ({', '.join(f'c{i}' for i in range(150))}); INSERT INTO w (c0, c149) VALUES (1, 2);"
+    assert run("SELECT c149 FROM w", gold="SELECT 2", schema_sql=schema)[:2] == (1.0, "match")
+
+
+def test_a_chunk_that_could_pass_what_is_left_of_the_cap_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    # With a 5 MB cap, one row of 10 columns could hold 10 MB: refused before it is fetched, however small it is.
+    monkeypatch.setattr(sql, "MAX_RESULT_BYTES", 5_000_000)
+    narrow, wide = "SELECT 1, 2, 3, 4", "SELECT 1, 2, 3, 4, 5, 6, 7, 8, 9, 10"
+    assert run(narrow, gold=narrow)[:2] == (1.0, "match")
+    assert run(wide, gold=wide)[:2] == (None, "gold_error")
+    score, verdict, detail = run(wide, gold=narrow)
+    assert (score, verdict) == (0.0, "mismatch") and "5 MB" in detail
 
 
 @pytest.mark.parametrize(

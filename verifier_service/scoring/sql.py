@@ -9,7 +9,8 @@ Unlike the peers (NeMo-Gym's bird_sql, SkyRL-SQL), a query can change nothing an
   not even the reading ones) refuse writes, ATTACH (and so VACUUM INTO), pragma changes and load_extension: the item
   scores 0 as `write_attempt`;
 - a progress handler interrupts the query at its deadline (the peers' thread timeouts abandon it, still running);
-- rows are fetched in chunks up to a cap, so a cross join of millions of rows is refused, not held in memory.
+- rows are fetched in chunks up to a cap, so a cross join of millions of rows is refused, not held in memory, and
+  so is a row of hundreds of 1 MB blobs (a result has at most MAX_COLUMNS columns, a value at most MAX_VALUE_BYTES).
 
 It all runs in the worker processes (`SqlTask.run`), never on the event loop; the pool kills a worker that overruns
 even so. Gold rows are cached per worker, and so is each schema's built database, as an image every item gets its own
@@ -37,6 +38,7 @@ MAX_ROWS = 100_000  # rows a query may return; a predicted query past it is a mi
 FETCH_CHUNK = 10_000
 MAX_VALUE_BYTES = 1_000_000  # the longest string or blob a query may build (zeroblob(1e9) must not fill memory)
 MAX_RESULT_BYTES = 256_000_000  # the text and blobs of a result at most, counted as they are fetched
+MAX_COLUMNS = 100  # columns of a result (SQLite's own limit is 2000): a row is at most this many MB
 PROGRESS_OPS = 1_000  # SQLite VM steps between deadline checks
 GOLD_CACHE_SIZE = 256
 GOLD_CACHE_ROWS = 10_000  # golds of more rows are not cached
@@ -108,11 +110,14 @@ def _query(connection: sqlite3.Connection, sql: str, seconds: float, refused: li
     try:
         cursor = connection.execute(sql)
         width, size = len(cursor.description or ()) or 1, 0
-        # Chunks small enough that, even with every value as long as SQLite lets a query make it, the cap is
-        # passed by at most one chunk's worth.
-        while chunk := cursor.fetchmany(
-            max(1, min(FETCH_CHUNK, (MAX_RESULT_BYTES - size) // (width * MAX_VALUE_BYTES)))
-        ):
+        # Chunks small enough that, even with every value as long as SQLite lets a query make it, the cap is never
+        # passed: when not even one such row fits in what is left, the result is refused before it is fetched.
+        while True:
+            room = min(FETCH_CHUNK, (MAX_RESULT_BYTES - size) // (width * MAX_VALUE_BYTES))
+            if room < 1:
+                raise _TooMany
+            if not (chunk := cursor.fetchmany(room)):
+                break
             rows.extend(chunk)
             size += sum(len(v) if isinstance(v, str | bytes) else 8 for row in chunk for v in row)
             if len(rows) > MAX_ROWS or size > MAX_RESULT_BYTES:
@@ -150,6 +155,9 @@ class SqlTask:
         if hasattr(connection, "enable_load_extension"):  # absent where Python's sqlite3 cannot load any
             connection.enable_load_extension(False)
         connection.execute("PRAGMA query_only = ON")
+        # The schema is read before the column limit is set: a table wider than a query may be is still readable.
+        connection.execute("SELECT 1 FROM sqlite_master LIMIT 0").fetchall()
+        connection.setlimit(sqlite3.SQLITE_LIMIT_COLUMN, MAX_COLUMNS)
         connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
         connection.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
         return connection
