@@ -147,6 +147,25 @@ def test_a_schema_of_a_megabyte_builds() -> None:
     assert run("SELECT count(*) FROM big", gold="SELECT 30000", schema_sql=schema)[1] == "match"
 
 
+def test_a_schema_that_builds_a_value_too_long_is_the_gold_s_fault() -> None:
+    schema = "CREATE TABLE b (x); INSERT INTO b VALUES (zeroblob(2000000));"  # 2 MB from 60 characters
+    assert run("SELECT 1", gold="SELECT 1", schema_sql=schema) == (
+        None, "gold_error", "the schema failed to build (DataError)"
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("table", ["TABLE", "TEMP TABLE"])
+def test_a_schema_that_builds_past_the_size_cap_fails(monkeypatch: pytest.MonkeyPatch, table: str) -> None:
+    monkeypatch.setattr(sql, "MAX_DATABASE_BYTES", 4_000_000)  # 20 rows of half a megabyte pass it
+    rows = f"CREATE {table} b (x); WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c LIMIT 20) " \
+           "INSERT INTO b SELECT zeroblob(500000) FROM c;"  # fmt: skip
+    assert run("SELECT 1", gold="SELECT 1", schema_sql=rows)[:2] == (None, "gold_error")
+    assert run("SELECT 1", gold="SELECT 1", schema_sql=rows.replace("LIMIT 20", "LIMIT 4"))[:2] == (1.0, "match")
+    # Nor can the schema lift the cap.
+    for pragma in ("PRAGMA max_page_count = 1000000000;", "PRAGMA page_size = 65536;"):
+        assert run("SELECT 1", gold="SELECT 1", schema_sql=pragma + rows)[:2] == (None, "gold_error")
+
+
 @pytest.mark.parametrize(
     ("gold", "pred", "compare", "tol", "same"),
     [

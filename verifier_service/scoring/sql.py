@@ -38,12 +38,14 @@ MAX_ROWS = 100_000  # rows a query may return; a predicted query past it is a mi
 FETCH_CHUNK = 10_000
 MAX_VALUE_BYTES = 1_000_000  # the longest string or blob a query may build (zeroblob(1e9) must not fill memory)
 MAX_RESULT_BYTES = 256_000_000  # the text and blobs of a result at most, counted as they are fetched
+MAX_DATABASE_BYTES = 256_000_000  # what a schema may build (PRAGMA max_page_count), main and temp databases each
 MAX_COLUMNS = 100  # columns of a result (SQLite's own limit is 2000): a row is at most this many MB
 PROGRESS_OPS = 1_000  # SQLite VM steps between deadline checks
 GOLD_CACHE_SIZE = 256
 GOLD_CACHE_ROWS = 10_000  # golds of more rows are not cached
 IMAGE_CACHE_SIZE = 32  # built databases kept per worker (a 1 MB schema makes an image of a few MB)
 _READ_ACTIONS = frozenset({sqlite3.SQLITE_READ, sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE})
+_SIZE_PRAGMAS = frozenset({"max_page_count", "page_size"})
 
 
 def extract_sql(completion: str, think_tag: str = "think") -> str | None:
@@ -90,8 +92,10 @@ def _read_only(refused: list[str]) -> Callable[..., int]:
 
 def _no_attach(action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None) -> int:
     """While the schema is built: anything but ATTACH (which VACUUM INTO also asks for) and load_extension, which
-    would reach files outside the in-memory database."""
+    would reach files outside the in-memory database, and the pragmas that would lift the size cap."""
     if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH):
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _SIZE_PRAGMAS:
         return sqlite3.SQLITE_DENY
     if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() == "load_extension":
         return sqlite3.SQLITE_DENY
@@ -182,6 +186,12 @@ class SqlTask:
 
     def _build(self, schema_sql: str) -> bytes | sqlite3.Connection:
         connection = sqlite3.connect(":memory:")
+        # The schema's values and pages are capped as a query's are, so a schema of huge blobs or of rows a recursive
+        # CTE makes fails (gold_error) rather than fills the worker's memory (or, for temp tables, the disk).
+        connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+        pages = MAX_DATABASE_BYTES // connection.execute("PRAGMA page_size").fetchone()[0]
+        connection.execute(f"PRAGMA main.max_page_count = {pages}")
+        connection.execute(f"PRAGMA temp.max_page_count = {pages}")
         connection.set_authorizer(_no_attach)
         _set_deadline(connection, self.timeout_s)
         try:
