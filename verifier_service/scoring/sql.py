@@ -308,8 +308,11 @@ class SqlComponent(WorkerComponent):
         return task
 
     def timeout_s(self, job: SqlTask) -> float:
-        return 2 * job.timeout_s + 10  # the schema and gold, then the query, each interrupted at timeout_s
+        return 3 * job.timeout_s + 10  # the schema, the gold and the query, each interrupted at timeout_s
 
     def timed_out(self, job: SqlTask, timeout_s: float) -> ComponentResult:
-        # Only when the interrupt failed to stop it: the pool killed the worker, and it scores as any timeout.
-        return _result(0.0, Verdict.TIMEOUT, f"the query ran past {timeout_s:g}s and its worker was stopped")
+        # Only when an interrupt failed to stop it and the pool killed the worker. From here it cannot be told whether
+        # the schema, the gold or the model's query overran, so the item is not judged (null) rather than blamed on
+        # the model: worker_crashed, a verdict sql already scores null (`timeout` is the model's query, always 0).
+        detail = f"the worker ran past {timeout_s:g}s and was stopped; the item was not judged"
+        return _result(None, Verdict.WORKER_CRASHED, detail)
