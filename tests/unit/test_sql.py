@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from verifier_service.metrics import Metrics
 from verifier_service.runtime import check_sql_databases, item_problem
 from verifier_service.schema import ScoreItem, SqlSpec
-from verifier_service.scoring import POOLED
+from verifier_service.scoring import POOLED, sql
 from verifier_service.scoring.pooled import Resources
 from verifier_service.scoring.sql import MAX_ROWS, SqlComponent, SqlTask, extract_sql
 from verifier_service.scoring.sql_compare import rows_match
@@ -92,6 +92,26 @@ def test_values_too_large_to_hold_are_refused_not_built() -> None:
     assert run("SELECT zeroblob(1000000000)")[:2] == (0.0, "pred_error")
 
 
+def test_a_row_too_wide_to_hold_is_refused_before_any_value_is_built() -> None:
+    wide = "SELECT " + ", ".join(f"zeroblob(1000000) AS c{i}" for i in range(600))  # 600 MB in one row
+    score, verdict, detail = run(wide)
+    assert (score, verdict) == (0.0, "pred_error") and "OperationalError" in detail  # too many columns
+    assert run("SELECT 1", gold=wide)[:2] == (None, "gold_error")
+    # A table wider than a query may be is still readable, a few columns at a time.
+    schema = f"CREATE TABLE w ({', '.join(f'c{i}' for i in range(150))}); INSERT INTO w (c0, c149) VALUES (1, 2);"
+    assert run("SELECT c149 FROM w", gold="SELECT 2", schema_sql=schema)[:2] == (1.0, "match")
+
+
+def test_a_chunk_that_could_pass_what_is_left_of_the_cap_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    # With a 5 MB cap, one row of 10 columns could hold 10 MB: refused before it is fetched, however small it is.
+    monkeypatch.setattr(sql, "MAX_RESULT_BYTES", 5_000_000)
+    narrow, wide = "SELECT 1, 2, 3, 4", "SELECT 1, 2, 3, 4, 5, 6, 7, 8, 9, 10"
+    assert run(narrow, gold=narrow)[:2] == (1.0, "match")
+    assert run(wide, gold=wide)[:2] == (None, "gold_error")
+    score, verdict, detail = run(wide, gold=narrow)
+    assert (score, verdict) == (0.0, "mismatch") and "5 MB" in detail
+
+
 @pytest.mark.parametrize(
     ("pred", "error"),
     [
@@ -125,6 +145,25 @@ def test_a_schema_of_a_megabyte_builds() -> None:
     assert 800_000 < len(schema) <= 1_000_000
     SqlSpec(schema_sql=schema, gold_sql="SELECT 1")  # within the spec's limit
     assert run("SELECT count(*) FROM big", gold="SELECT 30000", schema_sql=schema)[1] == "match"
+
+
+def test_a_schema_that_builds_a_value_too_long_is_the_gold_s_fault() -> None:
+    schema = "CREATE TABLE b (x); INSERT INTO b VALUES (zeroblob(2000000));"  # 2 MB from 60 characters
+    assert run("SELECT 1", gold="SELECT 1", schema_sql=schema) == (
+        None, "gold_error", "the schema failed to build (DataError)"
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("table", ["TABLE", "TEMP TABLE"])
+def test_a_schema_that_builds_past_the_size_cap_fails(monkeypatch: pytest.MonkeyPatch, table: str) -> None:
+    monkeypatch.setattr(sql, "MAX_DATABASE_BYTES", 4_000_000)  # 20 rows of half a megabyte pass it
+    rows = f"CREATE {table} b (x); WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c LIMIT 20) " \
+           "INSERT INTO b SELECT zeroblob(500000) FROM c;"  # fmt: skip
+    assert run("SELECT 1", gold="SELECT 1", schema_sql=rows)[:2] == (None, "gold_error")
+    assert run("SELECT 1", gold="SELECT 1", schema_sql=rows.replace("LIMIT 20", "LIMIT 4"))[:2] == (1.0, "match")
+    # Nor can the schema lift the cap.
+    for pragma in ("PRAGMA max_page_count = 1000000000;", "PRAGMA page_size = 65536;"):
+        assert run("SELECT 1", gold="SELECT 1", schema_sql=pragma + rows)[:2] == (None, "gold_error")
 
 
 @pytest.mark.parametrize(
@@ -200,9 +239,10 @@ def test_sql_is_a_pooled_primary_component_and_a_missing_block_never_reaches_a_w
     result = component().prepare(ScoreItem(completion="SELECT 1", sql=spec), spec)
     assert not isinstance(result, SqlTask) and (result.score, result.verdict) == (0.0, "no_sql")
     task = SqlTask(gold_sql="x", pred_sql="y", timeout_s=5)
-    assert component().timeout_s(task) == 20  # the backstop: the schema and gold, then the query, and 10 s to spare
-    stopped = component().timed_out(task, 20)  # the pool killed a worker the interrupt did not stop: still the model's
-    assert (stopped.score, stopped.verdict) == (0.0, "timeout")
+    assert component().timeout_s(task) == 25  # the backstop: the schema, the gold and the query, and 10 s to spare
+    # The pool killed a worker an interrupt did not stop, perhaps before the model's query ran: not judged.
+    stopped = component().timed_out(task, 25)
+    assert (stopped.score, stopped.verdict) == (None, "worker_crashed") and stopped.verdict in SqlSpec.null_verdicts
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,8 @@ Unlike the peers (NeMo-Gym's bird_sql, SkyRL-SQL), a query can change nothing an
   not even the reading ones) refuse writes, ATTACH (and so VACUUM INTO), pragma changes and load_extension: the item
   scores 0 as `write_attempt`;
 - a progress handler interrupts the query at its deadline (the peers' thread timeouts abandon it, still running);
-- rows are fetched in chunks up to a cap, so a cross join of millions of rows is refused, not held in memory.
+- rows are fetched in chunks up to a cap, so a cross join of millions of rows is refused, not held in memory, and
+  so is a row of hundreds of 1 MB blobs (a result has at most MAX_COLUMNS columns, a value at most MAX_VALUE_BYTES).
 
 It all runs in the worker processes (`SqlTask.run`), never on the event loop; the pool kills a worker that overruns
 even so. Gold rows are cached per worker, and so is each schema's built database, as an image every item gets its own
@@ -37,11 +38,14 @@ MAX_ROWS = 100_000  # rows a query may return; a predicted query past it is a mi
 FETCH_CHUNK = 10_000
 MAX_VALUE_BYTES = 1_000_000  # the longest string or blob a query may build (zeroblob(1e9) must not fill memory)
 MAX_RESULT_BYTES = 256_000_000  # the text and blobs of a result at most, counted as they are fetched
+MAX_DATABASE_BYTES = 256_000_000  # what a schema may build (PRAGMA max_page_count), main and temp databases each
+MAX_COLUMNS = 100  # columns of a result (SQLite's own limit is 2000): a row is at most this many MB
 PROGRESS_OPS = 1_000  # SQLite VM steps between deadline checks
 GOLD_CACHE_SIZE = 256
 GOLD_CACHE_ROWS = 10_000  # golds of more rows are not cached
 IMAGE_CACHE_SIZE = 32  # built databases kept per worker (a 1 MB schema makes an image of a few MB)
 _READ_ACTIONS = frozenset({sqlite3.SQLITE_READ, sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE})
+_SIZE_PRAGMAS = frozenset({"max_page_count", "page_size"})
 
 
 def extract_sql(completion: str, think_tag: str = "think") -> str | None:
@@ -88,8 +92,10 @@ def _read_only(refused: list[str]) -> Callable[..., int]:
 
 def _no_attach(action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None) -> int:
     """While the schema is built: anything but ATTACH (which VACUUM INTO also asks for) and load_extension, which
-    would reach files outside the in-memory database."""
+    would reach files outside the in-memory database, and the pragmas that would lift the size cap."""
     if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH):
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _SIZE_PRAGMAS:
         return sqlite3.SQLITE_DENY
     if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() == "load_extension":
         return sqlite3.SQLITE_DENY
@@ -108,11 +114,14 @@ def _query(connection: sqlite3.Connection, sql: str, seconds: float, refused: li
     try:
         cursor = connection.execute(sql)
         width, size = len(cursor.description or ()) or 1, 0
-        # Chunks small enough that, even with every value as long as SQLite lets a query make it, the cap is
-        # passed by at most one chunk's worth.
-        while chunk := cursor.fetchmany(
-            max(1, min(FETCH_CHUNK, (MAX_RESULT_BYTES - size) // (width * MAX_VALUE_BYTES)))
-        ):
+        # Chunks small enough that, even with every value as long as SQLite lets a query make it, the cap is never
+        # passed: when not even one such row fits in what is left, the result is refused before it is fetched.
+        while True:
+            room = min(FETCH_CHUNK, (MAX_RESULT_BYTES - size) // (width * MAX_VALUE_BYTES))
+            if room < 1:
+                raise _TooMany
+            if not (chunk := cursor.fetchmany(room)):
+                break
             rows.extend(chunk)
             size += sum(len(v) if isinstance(v, str | bytes) else 8 for row in chunk for v in row)
             if len(rows) > MAX_ROWS or size > MAX_RESULT_BYTES:
@@ -150,6 +159,9 @@ class SqlTask:
         if hasattr(connection, "enable_load_extension"):  # absent where Python's sqlite3 cannot load any
             connection.enable_load_extension(False)
         connection.execute("PRAGMA query_only = ON")
+        # The schema is read before the column limit is set: a table wider than a query may be is still readable.
+        connection.execute("SELECT 1 FROM sqlite_master LIMIT 0").fetchall()
+        connection.setlimit(sqlite3.SQLITE_LIMIT_COLUMN, MAX_COLUMNS)
         connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
         connection.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
         return connection
@@ -174,6 +186,12 @@ class SqlTask:
 
     def _build(self, schema_sql: str) -> bytes | sqlite3.Connection:
         connection = sqlite3.connect(":memory:")
+        # The schema's values and pages are capped as a query's are, so a schema of huge blobs or of rows a recursive
+        # CTE makes fails (gold_error) rather than fills the worker's memory (or, for temp tables, the disk).
+        connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+        pages = MAX_DATABASE_BYTES // connection.execute("PRAGMA page_size").fetchone()[0]
+        connection.execute(f"PRAGMA main.max_page_count = {pages}")
+        connection.execute(f"PRAGMA temp.max_page_count = {pages}")
         connection.set_authorizer(_no_attach)
         _set_deadline(connection, self.timeout_s)
         try:
@@ -290,8 +308,11 @@ class SqlComponent(WorkerComponent):
         return task
 
     def timeout_s(self, job: SqlTask) -> float:
-        return 2 * job.timeout_s + 10  # the schema and gold, then the query, each interrupted at timeout_s
+        return 3 * job.timeout_s + 10  # the schema, the gold and the query, each interrupted at timeout_s
 
     def timed_out(self, job: SqlTask, timeout_s: float) -> ComponentResult:
-        # Only when the interrupt failed to stop it: the pool killed the worker, and it scores as any timeout.
-        return _result(0.0, Verdict.TIMEOUT, f"the query ran past {timeout_s:g}s and its worker was stopped")
+        # Only when an interrupt failed to stop it and the pool killed the worker. From here it cannot be told whether
+        # the schema, the gold or the model's query overran, so the item is not judged (null) rather than blamed on
+        # the model: worker_crashed, a verdict sql already scores null (`timeout` is the model's query, always 0).
+        detail = f"the worker ran past {timeout_s:g}s and was stopped; the item was not judged"
+        return _result(None, Verdict.WORKER_CRASHED, detail)
