@@ -318,3 +318,28 @@ def test_every_item_of_a_schema_gets_the_same_fresh_copy_the_first_included() ->
     for _ in range(2):
         assert run("SELECT a FROM scratch", gold="SELECT a FROM kept", schema_sql=schema)[1] == "pred_error"
         assert run("SELECT 2", gold="SELECT a FROM kept", schema_sql=schema)[1] == "match"
+
+
+def test_built_schemas_are_kept_within_a_byte_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker keeps the databases it built for reuse, but at most IMAGE_CACHE_BYTES of them: the oldest go first,
+    and an image larger than the budget is used and not kept (32 images of a 256 MB schema would be 8 GB)."""
+    monkeypatch.setattr(sql, "_IMAGES", type(sql._IMAGES)())
+    monkeypatch.setattr(sql, "IMAGE_CACHE_BYTES", 200_000)
+
+    def run(schema: str) -> str:
+        return (
+            SqlTask(schema_sql=schema, gold_sql="SELECT count(*) FROM t", pred_sql="SELECT count(*) FROM t")
+            .run()
+            .verdict
+        )
+
+    small = [f"CREATE TABLE t (a); INSERT INTO t VALUES ({i});" for i in range(3)]
+    big = "CREATE TABLE t (a); INSERT INTO t VALUES (zeroblob(300000));"
+    assert [run(schema) for schema in small] == ["match"] * 3
+    assert list(sql._IMAGES) == small
+    assert run(big) == "match" and big not in sql._IMAGES  # used once, not kept
+    rows = ", ".join("(zeroblob(60000))" for _ in range(1))
+    medium = [f"CREATE TABLE t (a); INSERT INTO t VALUES {rows}; -- {i}" for i in range(4)]
+    for schema in medium:
+        assert run(schema) == "match"
+    assert sum(map(len, sql._IMAGES.values())) <= 200_000 and medium[-1] in sql._IMAGES and small[0] not in sql._IMAGES

@@ -44,6 +44,7 @@ PROGRESS_OPS = 1_000  # SQLite VM steps between deadline checks
 GOLD_CACHE_SIZE = 256
 GOLD_CACHE_ROWS = 10_000  # golds of more rows are not cached
 IMAGE_CACHE_SIZE = 32  # built databases kept per worker (a 1 MB schema makes an image of a few MB)
+IMAGE_CACHE_BYTES = 64 * 1024 * 1024  # and at most this much of them: a larger image is used once and not kept
 _READ_ACTIONS = frozenset({sqlite3.SQLITE_READ, sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE})
 _SIZE_PRAGMAS = frozenset({"max_page_count", "page_size"})
 
@@ -176,10 +177,13 @@ class SqlTask:
             built = self._build(schema_sql)
             if isinstance(built, sqlite3.Connection):  # no image: each item builds its own
                 return built
-            image = _IMAGES[schema_sql] = built
-            if len(_IMAGES) > IMAGE_CACHE_SIZE:
-                _IMAGES.popitem(last=False)
-        _IMAGES.move_to_end(schema_sql)
+            image = built
+            if len(image) <= IMAGE_CACHE_BYTES:
+                _IMAGES[schema_sql] = image
+                while len(_IMAGES) > IMAGE_CACHE_SIZE or sum(map(len, _IMAGES.values())) > IMAGE_CACHE_BYTES:
+                    _IMAGES.popitem(last=False)
+        else:
+            _IMAGES.move_to_end(schema_sql)
         connection = sqlite3.connect(":memory:")
         connection.deserialize(image)
         return connection
