@@ -107,7 +107,13 @@ def test_a_wrong_claim_is_found_wrong(text: str, claim: str) -> None:
         ("1000 + 500 = 1 600 boxes", [("1000 + 500 = 1", False)]),
         ("2 + 2 = 5 333 boxes", [("2 + 2 = 5", False)]),
         ("2 + 2 = 4 100 + 100 = 201", [("2 + 2 = 4", True), ("100 + 100 = 201", False)]),
-        ("6 - 2 1/2 = 3 1/2 hours", []),  # a mixed number is not cut: not read, as before
+        ("W = 1 500 + 200 = 1700", []),  # the sum starts inside a number: not a step
+        # a mixed number, likewise read either way; what follows it starts inside it
+        ("5 - 1 - 1/2 = 3 1/2 hours", [("5 - 1 - 1/2 = 3 1/2", True)]),
+        ("7/2 = 3 1/2 + 1 = 4 1/2", [("7/2 = 3 1/2", True)]),
+        ("W = 1 1/2 / 1/2 = 3 episodes", []),
+        ("12 * 4 = 50 1/2 boxes", [("12 * 4 = 50", False)]),
+        ("2+2=4 1/2+1/2=5", [("2+2=4", True), ("1/2+1/2=5", False)]),
     ],
 )
 def test_a_result_ends_where_another_number_follows_after_a_space(text: str, found: list[tuple[str, bool]]) -> None:

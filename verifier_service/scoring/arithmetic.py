@@ -5,7 +5,7 @@ A claim is `left = right` where both sides are arithmetic on written numbers (`4
 totals where the plain reading fails. Values are exact (scoring/exact.py: ints and Fractions), so `0.1 + 0.2 = 0.3`
 is right and `1/3` is a third. A lone number after an `=` ends the result where a space and another number follow
 (`12 * 4 = 50 5 boxes` claims 50), so a wrong result cannot hide behind one; `= 12 000` may group thousands and holds
-if either reading is right, and `= 3 1/2` (a mixed number) is left unread.
+if either reading is right, as does the mixed number `= 3 1/2`.
 
 Only text around an `=` (or `≈`, `~`, `<<`) is read, a bounded window on its own line, by one regex whose
 alternatives each match one token and whose repetitions cannot match the same text two ways (nothing to backtrack
@@ -61,7 +61,7 @@ _LATEX_TEXT = re.compile(r"\\[A-Za-z]+\s*\{|\}")
 _TIMES_WORDS = {"x", "X", "of"}  # `3 x 4`, `20% of 50`: multiplication between two operands
 _CLEAN_BEFORE = frozenset(",;.?\"'")  # punctuation a number may touch and still end a claim ("= 8.")
 _OPERAND_END = {"num", "close", "pct", "sup"}
-_MIXED = re.compile(r"/\d")  # `3 1/2`: a whole number and a fraction, one mixed number
+_MIXED = re.compile(r"/(\d{1,9})(?![\d.,/])")  # `3 1/2`: a whole number and a fraction, one mixed number
 _GROUP = re.compile(r"\d{1,3} \d{3}")  # `$12 000`: thousands grouped by a space (GSM8K writes some)
 
 
@@ -166,7 +166,7 @@ class _Reader:
         else:
             if kind == "eq":
                 self.last_eq = at
-            if kind == "num" and spaced and self.result_number() and not _MIXED.match(text, stop):
+            if kind == "num" and spaced and self.result_number():
                 self.end_result(piece, at, stop, text)
             if self.tainted and self.soft and not self.tokens and spaced and kind in ("num", "eq", "open", "frac"):
                 self.tainted = False
@@ -182,6 +182,11 @@ class _Reader:
         first = self.tokens[-1]
         if _GROUP.fullmatch(text, first.start, stop):  # `= $12 000`: the claim holds if either reading is right
             self.joined = _number(first.text + piece, first.start, stop)
+        elif (over := _MIXED.match(text, stop)) and first.kind == "num" and first.unit == 1 and piece.isdigit():
+            whole, numerator, denominator = first.value, int(piece), int(over[1])
+            if 0 < numerator < denominator:  # `= 3 1/2`: likewise, as 3 or as 7/2
+                value = whole + Fraction(numerator, denominator)
+                self.joined = Tok("num", f"{whole} {piece}/{over[1]}", first.start, over.end(), value, Fraction(1))
         self.cut(False, False)
 
     def word(self, piece: str, at: int, stop: int, spaced: bool) -> None:
@@ -219,9 +224,10 @@ class _Reader:
             self.tokens.pop()
             self.cut(True, False)
         self.cut(False, False)
-        grouped = False  # the last run's result took the next number as its thousands: this run starts inside it
+        inside = False  # the last run's result may have gone on into this run (`= 12 000`, `= 3 1/2`)
         for tokens, first_tainted, last_tainted, joined in self.segments:
-            grouped = _chain(tokens, first_tainted or grouped, last_tainted, found, self.sure, joined)
+            plain = _chain(tokens, first_tainted or inside, last_tainted, found, self.sure, joined)
+            inside = joined is not None and not plain
 
 
 def _first_word(piece: str) -> str:
@@ -259,7 +265,8 @@ def _chain(
     tokens: list[Tok], first_tainted: bool, last_tainted: bool, found: Found, sure: bool, joined: Tok | None = None
 ) -> bool:
     """The claims of one run of arithmetic: `p0 = p1 = ... = pn`, each `=` a claim. `joined`: the last result read
-    with the number after it as its thousands (`= 12 000`); returns whether that reading was the one that held."""
+    with the numbers after it (`= 12 000`, `= 3 1/2`); returns whether the last claim held without them and not
+    with them (else the next run starts inside this one's last number)."""
     if not any(token.kind == "eq" for token in tokens):
         return False
     groups: list[list[Tok]] = [[]]
@@ -284,7 +291,7 @@ def _chain(
     if last_tainted:
         parts[-1] = None
     compound = any(part is not None and part.unit is None for part in parts)
-    grouped = False
+    plain = False
     for index, (left, right, loose) in enumerate(zip(parts, parts[1:], approx, strict=False)):
         if left is None or right is None:
             continue
@@ -299,10 +306,11 @@ def _chain(
             lead = _lone(right.lead)
             if _agree(left, lead, loose):
                 end, right_ok = right.lead.end, True
-        if not right_ok and joined is not None and index == len(parts) - 2 and _agree(left, _lone(joined), loose):
-            end, right_ok, grouped = joined.end, True, True
+        plain = right_ok
+        if joined is not None and index == len(parts) - 2 and _agree(left, _lone(joined), loose):
+            end, right_ok, plain = joined.end, True, False  # `7/2 = 3 1/2`: both hold (3 rounds 3.5); it is one
         found.append((left.start, end, right_ok))
-    return grouped
+    return plain
 
 
 def _strip(group: list[Tok], kind: str) -> list[Tok]:
