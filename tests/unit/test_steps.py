@@ -102,6 +102,9 @@ def test_a_wrong_claim_is_found_wrong(text: str, claim: str) -> None:
         ("1+1=2 1+1=2 1+1=2 ", [("1+1=2", True)] * 3),
         ("1+1=3 1+1=2 1+1=2 ", [("1+1=3", False), ("1+1=2", True), ("1+1=2", True)]),
         ("2+2=5, 3+3=6", [("2+2=5", False), ("3+3=6", True)]),
+        ("12 * 4 = 50 (5 boxes)", [("12 * 4 = 50", False)]),
+        ("12 * 4 = 48 (5 boxes)", [("12 * 4 = 48", True)]),
+        ("2 + 3 = 5 (2 + 3 = 6)", [("2 + 3 = 5", True), ("2 + 3 = 6", False)]),
         # a space may group thousands (GSM8K writes `$12 000`): either reading of the result may hold it
         ("1000 + 500 = 1 500 boxes", [("1000 + 500 = 1 500", True)]),
         ("1000 + 500 = 1 600 boxes", [("1000 + 500 = 1", False)]),

@@ -168,6 +168,8 @@ class _Reader:
                 self.last_eq = at
             if kind == "num" and spaced and self.result_number():
                 self.end_result(piece, at, stop, text)
+            elif kind == "open" and spaced and self.result_number():
+                self.cut(False, False)  # `= 50 (5 boxes)`: an aside after the result, not a product with it
             if self.tainted and self.soft and not self.tokens and spaced and kind in ("num", "eq", "open", "frac"):
                 self.tainted = False
             self.tokens.append(_token(kind, piece, at, stop))
