@@ -91,6 +91,46 @@ def test_a_wrong_claim_is_found_wrong(text: str, claim: str) -> None:
     assert checked(text) == [(claim, False)]
 
 
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("12 * 4 = 50 5 boxes", [("12 * 4 = 50", False)]),
+        ("12 * 4 = 48 5 boxes", [("12 * 4 = 48", True)]),
+        ("2+2=5 3+3=6", [("2+2=5", False), ("3+3=6", True)]),
+        ("2+2=4 3+3=7", [("2+2=4", True), ("3+3=7", False)]),
+        ("2+2=4 3+3=6", [("2+2=4", True), ("3+3=6", True)]),
+        ("1+1=2 1+1=2 1+1=2 ", [("1+1=2", True)] * 3),
+        ("1+1=3 1+1=2 1+1=2 ", [("1+1=3", False), ("1+1=2", True), ("1+1=2", True)]),
+        ("2+2=5, 3+3=6", [("2+2=5", False), ("3+3=6", True)]),
+        ("12 * 4 = 50 (5 boxes)", [("12 * 4 = 50", False)]),
+        ("12 * 4 = 48 (5 boxes)", [("12 * 4 = 48", True)]),
+        ("2 + 3 = 5 (2 + 3 = 6)", [("2 + 3 = 5", True), ("2 + 3 = 6", False)]),
+        # a space may group thousands (GSM8K writes `$12 000`): either reading of the result may hold it
+        ("1000 + 500 = 1 500 boxes", [("1000 + 500 = 1 500", True)]),
+        ("1000 + 500 = 1 600 boxes", [("1000 + 500 = 1", False)]),
+        ("2 + 2 = 5 333 boxes", [("2 + 2 = 5", False)]),
+        ("2 + 2 = 4 100 + 100 = 201", [("2 + 2 = 4", True), ("100 + 100 = 201", False)]),
+        ("W = 1 500 + 200 = 1700", []),  # the sum starts inside a number: not a step
+        # a mixed number, likewise read either way; what follows it starts inside it
+        ("5 - 1 - 1/2 = 3 1/2 hours", [("5 - 1 - 1/2 = 3 1/2", True)]),
+        ("7/2 = 3 1/2 + 1 = 4 1/2", [("7/2 = 3 1/2", True)]),
+        ("W = 1 1/2 / 1/2 = 3 episodes", []),
+        ("12 * 4 = 50 1/2 boxes", [("12 * 4 = 50", False)]),
+        ("2+2=4 1/2+1/2=5", [("2+2=4", True), ("1/2+1/2=5", False)]),
+    ],
+)
+def test_a_result_ends_where_another_number_follows_after_a_space(text: str, found: list[tuple[str, bool]]) -> None:
+    """A wrong result cannot be hidden by writing a number after it (`= 50 5 boxes`): the result is the first
+    number, and the next starts a run of its own."""
+    assert checked(text) == found
+
+
+def test_a_wrong_result_with_a_number_after_it_is_invalid() -> None:
+    assert judged("12 * 4 = 50 5 boxes") == (0.0, "invalid_step")
+    assert judged("12 * 4 = 48 5 boxes") == (1.0, "valid")
+    assert judged("2+2=5 3+3=6", aggregate="mean") == (0.5, "invalid_step")
+
+
 def test_chains_are_running_totals_or_all_equal() -> None:
     assert checked("2 + 3 = 5 + 4 = 9") == [("2 + 3 = 5", True), ("5 + 4 = 9", True)]
     assert checked("2 + 3 = 6 + 4 = 10") == [("2 + 3 = 6 + 4", False), ("6 + 4 = 10", True)]

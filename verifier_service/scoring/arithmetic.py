@@ -3,7 +3,9 @@
 A claim is `left = right` where both sides are arithmetic on written numbers (`48 / 2 = 24`, `$12 × 4 = $48`,
 `\\frac{48}{2} = 24`, GSM8K's `<<48/2=24>>`); a chain `2 + 3 = 5 + 4 = 9` is one claim per `=`, read as running
 totals where the plain reading fails. Values are exact (scoring/exact.py: ints and Fractions), so `0.1 + 0.2 = 0.3`
-is right and `1/3` is a third.
+is right and `1/3` is a third. A lone number after an `=` ends the result where a space and another number follow
+(`12 * 4 = 50 5 boxes` claims 50), so a wrong result cannot hide behind one; `= 12 000` may group thousands and holds
+if either reading is right, as does the mixed number `= 3 1/2`.
 
 Only text around an `=` (or `≈`, `~`, `<<`) is read, a bounded window on its own line, by one regex whose
 alternatives each match one token and whose repetitions cannot match the same text two ways (nothing to backtrack
@@ -59,6 +61,8 @@ _LATEX_TEXT = re.compile(r"\\[A-Za-z]+\s*\{|\}")
 _TIMES_WORDS = {"x", "X", "of"}  # `3 x 4`, `20% of 50`: multiplication between two operands
 _CLEAN_BEFORE = frozenset(",;.?\"'")  # punctuation a number may touch and still end a claim ("= 8.")
 _OPERAND_END = {"num", "close", "pct", "sup"}
+_MIXED = re.compile(r"/(\d{1,9})(?![\d.,/])")  # `3 1/2`: a whole number and a fraction, one mixed number
+_GROUP = re.compile(r"\d{1,3} \d{3}")  # `$12 000`: thousands grouped by a space (GSM8K writes some)
 
 
 @dataclass(slots=True)
@@ -114,7 +118,7 @@ class _Reader:
 
     def __init__(self, cut: bool, sure: bool, budget: list[int]) -> None:
         self.sure, self.budget = sure, budget
-        self.segments: list[tuple[list[Tok], bool, bool]] = []
+        self.segments: list[tuple[list[Tok], bool, bool, Tok | None]] = []
         self.tokens: list[Tok] = []
         self.tainted = cut
         self.soft = False  # the taint came from a spaced word: a number after it starts clean
@@ -122,6 +126,7 @@ class _Reader:
         self.prev_end = -1
         self.pending_unit = False  # words after a number: a unit if an operator or `=` follows
         self.pending_times = False  # `x` after a number: times if a number follows, else a variable
+        self.joined: Tok | None = None  # a result cut at a space that may group thousands: the number read whole
 
     def feed(self, kind: str, piece: str, at: int, stop: int, text: str, found: Found) -> bool:
         if self.last_eq >= 0 and at > self.last_eq + WINDOW and not self.tokens:
@@ -161,10 +166,30 @@ class _Reader:
         else:
             if kind == "eq":
                 self.last_eq = at
+            if kind == "num" and spaced and self.result_number():
+                self.end_result(piece, at, stop, text)
+            elif kind == "open" and spaced and self.result_number():
+                self.cut(False, False)  # `= 50 (5 boxes)`: an aside after the result, not a product with it
             if self.tainted and self.soft and not self.tokens and spaced and kind in ("num", "eq", "open", "frac"):
                 self.tainted = False
             self.tokens.append(_token(kind, piece, at, stop))
         return True
+
+    def result_number(self) -> bool:
+        """Whether the run so far ends `= <number>`: a number after it, with only a space between, cannot continue
+        that side (`2 + 2 = 5 3 + 3 = 6`), so the result ends there and is checked."""
+        return len(self.tokens) > 1 and self.tokens[-1].kind in ("num", "big") and self.tokens[-2].kind == "eq"
+
+    def end_result(self, piece: str, at: int, stop: int, text: str) -> None:
+        first = self.tokens[-1]
+        if _GROUP.fullmatch(text, first.start, stop):  # `= $12 000`: the claim holds if either reading is right
+            self.joined = _number(first.text + piece, first.start, stop)
+        elif (over := _MIXED.match(text, stop)) and first.kind == "num" and first.unit == 1 and piece.isdigit():
+            whole, numerator, denominator = first.value, int(piece), int(over[1])
+            if 0 < numerator < denominator:  # `= 3 1/2`: likewise, as 3 or as 7/2
+                value = whole + Fraction(numerator, denominator)
+                self.joined = Tok("num", f"{whole} {piece}/{over[1]}", first.start, over.end(), value, Fraction(1))
+        self.cut(False, False)
 
     def word(self, piece: str, at: int, stop: int, spaced: bool) -> None:
         last = self.tokens[-1] if self.tokens else None
@@ -193,16 +218,18 @@ class _Reader:
         if self.tokens and self.tokens[-1].kind == "op":
             soft = False  # `25 classmates + his 1 teacher + 1 himself`: the sum runs on through the prose
         if self.tokens:
-            self.segments.append((self.tokens, self.tainted, last_tainted))
-        self.tokens, self.tainted, self.soft = [], next_tainted, soft
+            self.segments.append((self.tokens, self.tainted, last_tainted, self.joined))
+        self.tokens, self.tainted, self.soft, self.joined = [], next_tainted, soft, None
 
     def close(self, found: Found) -> None:
         if self.pending_times:
             self.tokens.pop()
             self.cut(True, False)
         self.cut(False, False)
-        for tokens, first_tainted, last_tainted in self.segments:
-            _chain(tokens, first_tainted, last_tainted, found, self.sure)
+        inside = False  # the last run's result may have gone on into this run (`= 12 000`, `= 3 1/2`)
+        for tokens, first_tainted, last_tainted, joined in self.segments:
+            plain = _chain(tokens, first_tainted or inside, last_tainted, found, self.sure, joined)
+            inside = joined is not None and not plain
 
 
 def _first_word(piece: str) -> str:
@@ -236,10 +263,14 @@ def _number(piece: str, at: int, stop: int) -> Tok:
     return Tok("num", plain, at, stop, Fraction(plain), Fraction(1, 10**decimals))
 
 
-def _chain(tokens: list[Tok], first_tainted: bool, last_tainted: bool, found: Found, sure: bool) -> None:
-    """The claims of one run of arithmetic: `p0 = p1 = ... = pn`, each `=` a claim."""
+def _chain(
+    tokens: list[Tok], first_tainted: bool, last_tainted: bool, found: Found, sure: bool, joined: Tok | None = None
+) -> bool:
+    """The claims of one run of arithmetic: `p0 = p1 = ... = pn`, each `=` a claim. `joined`: the last result read
+    with the numbers after it (`= 12 000`, `= 3 1/2`); returns whether the last claim held without them and not
+    with them (else the next run starts inside this one's last number)."""
     if not any(token.kind == "eq" for token in tokens):
-        return
+        return False
     groups: list[list[Tok]] = [[]]
     approx: list[bool] = []
     for token in tokens:
@@ -253,7 +284,7 @@ def _chain(tokens: list[Tok], first_tainted: bool, last_tainted: bool, found: Fo
         else:
             first_tainted = False  # `x = 5 + 3 = 8`: nothing before the first `=`; the claim starts after it
     if len(groups) < 2:
-        return
+        return False
     groups[0] = _strip(groups[0], "open")
     groups[-1] = _strip(groups[-1], "close")
     parts = [_part(group) for group in groups]
@@ -262,7 +293,8 @@ def _chain(tokens: list[Tok], first_tainted: bool, last_tainted: bool, found: Fo
     if last_tainted:
         parts[-1] = None
     compound = any(part is not None and part.unit is None for part in parts)
-    for left, right, loose in zip(parts, parts[1:], approx, strict=False):
+    plain = False
+    for index, (left, right, loose) in enumerate(zip(parts, parts[1:], approx, strict=False)):
         if left is None or right is None:
             continue
         if sure:
@@ -276,7 +308,11 @@ def _chain(tokens: list[Tok], first_tainted: bool, last_tainted: bool, found: Fo
             lead = _lone(right.lead)
             if _agree(left, lead, loose):
                 end, right_ok = right.lead.end, True
+        plain = right_ok
+        if joined is not None and index == len(parts) - 2 and _agree(left, _lone(joined), loose):
+            end, right_ok, plain = joined.end, True, False  # `7/2 = 3 1/2`: both hold (3 rounds 3.5); it is one
         found.append((left.start, end, right_ok))
+    return plain
 
 
 def _strip(group: list[Tok], kind: str) -> list[Tok]:
