@@ -85,13 +85,13 @@ def problem(text: str) -> str | None:
     schema = json.loads(text)
     if not isinstance(schema, dict):
         return "schema must be a JSON object"
-    refs: list[str] = []
-    found = _scan(schema, refs)
-    if found is not None:
-        return found
-    cls = draft(schema)
+    cls = draft(schema)  # first: the scan reads $schema, which may be anything (a number)
     if cls is None:
         return "schema's $schema names a draft other than 4, 6, 7, 2019-09 and 2020-12"
+    refs: list[str] = []
+    found = _scan(schema, refs, draft4=cls is jsonschema.Draft4Validator)
+    if found is not None:
+        return found
     try:
         cls.check_schema(schema)
     except jsonschema.SchemaError as exc:
@@ -181,10 +181,9 @@ def draft(schema: dict[str, Any]) -> type[Validator] | None:
     return DRAFTS.get(uri.rstrip("#")) if isinstance(uri, str) else None
 
 
-def _scan(schema: dict[str, Any], refs: list[str]) -> str | None:
+def _scan(schema: dict[str, Any], refs: list[str], draft4: bool) -> str | None:
     """The first breach of the depth, reference and pattern rules, found without recursion; the `$ref`s (all local
-    when none is found) are added to `refs`."""
-    draft4 = schema.get("$schema", "").rstrip("#") == "http://json-schema.org/draft-04/schema"
+    when none is found) are added to `refs`. `draft4`: the schema is draft 4's, where `id` is its `$id`."""
     stack: list[tuple[Any, int, str | None]] = [(schema, 1, None)]  # (value, depth, the key it sits under)
     while stack:
         value, depth, under = stack.pop()

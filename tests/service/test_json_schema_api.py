@@ -69,7 +69,12 @@ def test_a_pattern_that_runs_away_is_null_not_a_stall(server: Server) -> None:
 
 
 def test_a_schema_breaking_a_rule_is_a_422_that_names_the_field(server: Server) -> None:
-    for schema in ({"$ref": "https://schemas.example.com/city.json"}, {"type": "citty"}, {"pattern": "(x"}):
+    for schema in (
+        {"$ref": "https://schemas.example.com/city.json"},
+        {"type": "citty"},
+        {"pattern": "(x"},
+        {"$schema": 57},
+    ):
         items = [
             {"completion": "{}", "json_schema": {"schema": SCHEMA}},
             {"completion": "{}", "json_schema": {"schema": schema}},
@@ -80,6 +85,7 @@ def test_a_schema_breaking_a_rule_is_a_422_that_names_the_field(server: Server) 
         assert error["loc"] == "items.1.json_schema.schema"
         assert "schema" in error["msg"]
         assert "example.com" not in response.text and "citty" not in response.text and "(x" not in response.text
+        assert "57" not in response.text
 
 
 def test_strict_and_weights_and_the_catalogue(server: Server) -> None:

@@ -153,6 +153,8 @@ def test_unique_items_compares_values_as_json_does() -> None:
         ({"properties": {"secret": {"type": "strnig"}}}, "at properties/*/type"),
         ({"minimum": "3"}, "not a valid JSON Schema"),
         ({"$schema": "http://json-schema.org/draft-03/schema#"}, "names a draft"),
+        ({"$schema": 5}, "names a draft"),
+        ({"$schema": ["secret"]}, "names a draft"),
         ({"pattern": "(unclosed"}, "does not compile"),
         ({"patternProperties": {"[": {}}}, "does not compile"),
         ({"pattern": "a" * 1001}, "longer than 1000"),
