@@ -53,7 +53,12 @@ def canonical(schema: Any) -> str:
 def effective(schema: Any, strict: bool) -> str:
     """The canonical JSON of the schema answers are checked against: the schema, strictified when `strict`."""
     text = canonical(schema)
-    return _strictified_text(text) if strict else text
+    # An oversized schema is refused (`problem`) strictified or not: it never becomes a key of the cache.
+    return _strictified_text(text) if strict and _fits(text) else text
+
+
+def _fits(text: str) -> bool:
+    return len(text.encode()) <= MAX_BYTES
 
 
 @functools.lru_cache(maxsize=1024)
@@ -76,12 +81,16 @@ def strictified(schema: Any) -> Any:
     return strict
 
 
-@functools.lru_cache(maxsize=1024)
 def problem(text: str) -> str | None:
     """What makes this schema (canonical JSON) unusable, in words that name the field and never quote it; None for a
-    usable one."""
-    if len(text.encode()) > MAX_BYTES:
+    usable one. The size is checked before the cache, which holds only schemas of at most MAX_BYTES."""
+    if not _fits(text):
         return f"schema takes more than {MAX_BYTES // 1024} KB as JSON"
+    return _problem(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _problem(text: str) -> str | None:
     schema = json.loads(text)
     if not isinstance(schema, dict):
         return "schema must be a JSON object"

@@ -232,11 +232,22 @@ def test_big_and_deep_answers_get_a_verdict() -> None:
 
 
 def test_the_schema_is_checked_once_for_a_group() -> None:
-    json_schemas.problem.cache_clear()
+    json_schemas._problem.cache_clear()
     schema = {"type": "object", "properties": {"k": {"type": "integer"}}}
     for _ in range(8):
         JsonSchemaSpec(schema=dict(reversed(list(schema.items()))))  # the same schema, keys in another order
-    assert json_schemas.problem.cache_info().misses == 1
+    assert json_schemas._problem.cache_info().misses == 1
+
+
+def test_an_oversized_schema_never_enters_the_caches() -> None:
+    """The caches hold up to 1024 schemas each: of at most 64 KB, or they would hold 1024 requests' worth."""
+    json_schemas._problem.cache_clear()
+    json_schemas._strictified_text.cache_clear()
+    big = {"type": "object", "properties": {"a": {}}, "enum": ["x" * 70_000]}
+    for strict in (False, True):
+        with pytest.raises(ValidationError, match="64 KB"):
+            JsonSchemaSpec(schema=big, strict=strict)
+    assert json_schemas._problem.cache_info().currsize == json_schemas._strictified_text.cache_info().currsize == 0
 
 
 def test_the_spec_round_trips_under_its_wire_name() -> None:
