@@ -121,18 +121,24 @@ def _problem(text: str) -> str | None:
 
 _IN_PLACE = ("allOf", "anyOf", "oneOf")  # lists of schemas applied to the same value
 _IN_PLACE_ONE = ("not", "if", "then", "else")
+_IN_PLACE_NAMED = ("dependentSchemas", "dependencies")  # schemas applied to the same object when it has the name
 
 
 def _loops(schema: dict[str, Any], targets: dict[str, Any]) -> bool:
-    """Whether following `$ref`s and the keywords that apply a schema to the same value (allOf, not, if, ...) can
+    """Whether following references and the keywords that apply a schema to the same value (allOf, not, if, ...) can
     come back to where it started: jsonschema would recurse on any answer until the stack runs out. A reference
     reached through `properties` or `items` reads one level deeper into the answer each time, which ends."""
 
     def next_to(node: dict[str, Any]) -> list[dict[str, Any]]:
-        found = [targets[ref]] if isinstance(ref := node.get("$ref"), str) and ref in targets else []
+        # A $dynamicRef or $recursiveRef may resolve further out at run time; its static target is one it can take.
+        found = [targets[ref] for key in _REFS if isinstance(ref := node.get(key), str) and ref in targets]
         for key in _IN_PLACE:
-            found += [each for each in node.get(key, ()) if isinstance(each, dict)]
+            if isinstance(values := node.get(key), list):
+                found += [each for each in values if isinstance(each, dict)]
         found += [each for key in _IN_PLACE_ONE if isinstance(each := node.get(key), dict)]
+        for key in _IN_PLACE_NAMED:  # draft 4-7 `dependencies` also map names to lists of names: not schemas
+            if isinstance(named := node.get(key), dict):
+                found += [each for each in named.values() if isinstance(each, dict)]
         return [each for each in found if isinstance(each, dict)]
 
     state: dict[int, int] = {}  # id of a schema -> 1 while on the path, 2 when done
@@ -209,7 +215,7 @@ def _scan(schema: dict[str, Any], refs: list[str], draft4: bool) -> str | None:
         for key, each in value.items():
             if key in _REFS and isinstance(each, str) and not each.startswith("#"):
                 return f"schema refers outside itself ({key} must start with '#'): nothing is fetched"
-            if key == "$ref" and isinstance(each, str):
+            if key in _REFS and isinstance(each, str):
                 refs.append(each)
             if depth > 1 and isinstance(each, str) and (key == "$id" or (draft4 and key == "id")):
                 return "schema gives a sub-schema an $id: only the root may have one"

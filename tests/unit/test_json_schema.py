@@ -149,6 +149,10 @@ def test_unique_items_compares_values_as_json_does() -> None:
         ({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"}, "loop"),
         ({"properties": {"a": {"$ref": "#/properties/a"}}}, "loop"),
         ({"$ref": "#"}, "loop"),
+        ({"dependentSchemas": {"a": {"$ref": "#"}}}, "loop"),
+        ({"$dynamicRef": "#"}, "loop"),
+        ({"$schema": "https://json-schema.org/draft/2019-09/schema", "$recursiveRef": "#"}, "loop"),
+        ({"$schema": "http://json-schema.org/draft-07/schema#", "dependencies": {"a": {"$ref": "#"}}}, "loop"),
         ({"type": "strnig"}, "not a valid JSON Schema"),
         ({"properties": {"secret": {"type": "strnig"}}}, "at properties/*/type"),
         ({"minimum": "3"}, "not a valid JSON Schema"),
@@ -256,3 +260,10 @@ def test_the_spec_round_trips_under_its_wire_name() -> None:
     assert wire["schema"] == {"type": "integer"} and "schema_" not in wire
     assert JsonSchemaSpec.model_validate(wire) == spec
     assert "schema" in JsonSchemaSpec.model_json_schema()["properties"]
+
+
+def test_a_loop_the_rules_miss_is_null_not_a_crash() -> None:
+    """Were a loop of references to pass the schema's rules, validation's RecursionError is this item's null."""
+    spec = JsonSchemaSpec.model_construct(schema_={"allOf": [{"$ref": "#"}]}, strict=False, think_tag="think")
+    found = json_schema.score(ScoreItem(completion="{}", json_schema=spec), spec)
+    assert (found.score, found.verdict) == (None, "internal_error")

@@ -52,6 +52,8 @@ def score(item: ScoreItem, spec: JsonSchemaSpec) -> ComponentResult:
         error = json_validation.first_error(spec.text(), value, time.monotonic() + TIMEOUT_S)
     except json_validation.Overrun:
         return result(None, Verdict.TIMEOUT, f"Validation ran past {TIMEOUT_S:g} s.", extracted)
+    except RecursionError:  # a loop of references the schema's rules missed: the verifier's gap, not the answer's
+        return result(None, Verdict.INTERNAL_ERROR, "The schema's references recurse without end.", extracted)
     if error is None:
         return result(1.0, Verdict.VALID, None, extracted)
     return result(0.0, Verdict.INVALID, describe(error), extracted)
