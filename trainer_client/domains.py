@@ -27,6 +27,7 @@ from verifier_service.domain_labels import (
     is_open_instruct_label,
     nemo_gym_instructions,
     open_instruct_instructions,
+    structured_outputs_spec,
 )
 
 Specs = dict[str, Any]  # component -> its spec's fields
@@ -101,17 +102,19 @@ def reasoning_gym_specs(row: Mapping[str, Any]) -> Specs:
 
 
 def json_schema_specs(row: Mapping[str, Any]) -> Specs:
-    """A row with a JSON Schema (`schema`, or `schema_str`; an object or its JSON string). NeMo-Gym's rows for other
-    formats (`schema_type` yaml, xml, ...) map to nothing.
+    """A structured-outputs row's `json_schema` spec, read as the service's NeMo-Gym route reads it
+    (`domain_labels.structured_outputs_spec`: `schema_str` strict, a `schema` column as given). A row json_schema
+    cannot score (`schema_type` yaml, xml, ..., `response_mode` tool_call, a schema that is not an object) maps to
+    nothing.
 
     >>> json_schema_specs({"schema_str": '{"type": "object", "required": ["a"]}', "schema_type": "json"})
-    {'json_schema': {'schema': {'type': 'object', 'required': ['a']}}}
+    {'json_schema': {'schema': {'type': 'object', 'required': ['a']}, 'strict': True}}
     """
-    if str(row.get("schema_type") or "json").lower() != "json":
+    try:
+        spec = structured_outputs_spec(row)
+    except LabelError:
         return {}
-    raw = row.get("schema") if row.get("schema") is not None else row.get("schema_str")
-    schema = _json_value(raw)
-    return {"json_schema": {"schema": schema}} if isinstance(schema, dict | bool) else {}
+    return {"json_schema": spec} if spec is not None else {}
 
 
 SHAPES: dict[str, Callable[[Mapping[str, Any]], Specs]] = {

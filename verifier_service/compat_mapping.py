@@ -28,6 +28,7 @@ from verifier_service.domain_labels import (
     is_open_instruct_label,
     nemo_gym_instructions,
     open_instruct_instructions,
+    structured_outputs_spec,
 )
 from verifier_service.problems import MAX_ERRORS, describe
 from verifier_service.schema import COMPONENTS, PRIMARIES, SPECS, WEIGHT_LIMIT, GatedSpec, ItemResult, ScoreItem
@@ -307,17 +308,11 @@ def nemo_gym_label(body: NeMoGymVerifyRequest) -> tuple[Any, str]:
 
 
 def _structured_outputs_label(schema_str: Any, row: dict[str, Any]) -> dict[str, Any]:
-    if row.get("schema_type", "json") != "json":
-        raise invalid("schema_type", "json: the only structured output json_schema reads")
-    if row.get("response_mode", "text") not in ("text", None):
-        raise invalid("response_mode", "text: json_schema reads the response's message text, not tool calls")
     try:
-        schema = json.loads(schema_str) if isinstance(schema_str, str) else None
-    except (ValueError, RecursionError):
-        schema = None
-    if not isinstance(schema, dict):
-        raise invalid("schema_str", "a JSON Schema written as a JSON string of an object")
-    return {"json_schema": {"schema": schema, "strict": True}}
+        spec = structured_outputs_spec({**row, "schema_str": schema_str})
+    except LabelError as exc:
+        raise invalid(exc.field or "schema_str", str(exc)) from None
+    return {"json_schema": spec}
 
 
 def label_specs(label: Any, where: str) -> dict[str, Any] | None:

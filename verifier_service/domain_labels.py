@@ -13,6 +13,8 @@ Three shapes are in use (research/domains.md, section 1):
 A kwargs dict's null values are dropped, as both open-instruct and NeMo-Gym drop them: a dataset stored as Arrow
 fills every kwargs dict with the union of all keys, the absent ones null. (lm-eval drops every falsy value; a 0 can
 be a real argument, so only null is dropped here.)
+
+Also NeMo-Gym's structured-outputs rows, as a `json_schema` spec (`structured_outputs_spec`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,40 @@ GRADING_MODES = {"binary": "all", "all": "all", "fraction": "fraction"}  # NeMo-
 
 
 class LabelError(ValueError):
-    """A label in one of these shapes that cannot be read. The message names what is wrong, never the value."""
+    """A label in one of these shapes that cannot be read. The message names what is wrong, never the value; `field`
+    is the row's column at fault, where one is."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def structured_outputs_spec(row: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The `json_schema` spec of a structured-outputs row: NeMo-Gym's `schema_str` (the schema's JSON text) strict, as
+    NeMo-Gym's structured_outputs server scores it (`strictify_schema`); else a plain `schema` column (an object or
+    its JSON) as given. None for a row with neither. LabelError (with the column) for a row json_schema cannot score:
+    a `schema_type` other than json, a `response_mode` other than text (tool-call arguments are not read), a schema
+    that is not a JSON object.
+
+    >>> structured_outputs_spec({"schema_str": '{"type": "object"}', "schema_type": "json", "response_mode": "text"})
+    {'schema': {'type': 'object'}, 'strict': True}
+    """
+    from_gym = row.get("schema_str") is not None
+    raw = row.get("schema_str") if from_gym else row.get("schema")
+    if raw is None:
+        return None
+    if str(row.get("schema_type") or "json").lower() != "json":
+        raise LabelError("json: the only structured output json_schema reads", "schema_type")
+    if (row.get("response_mode") or "text") != "text":
+        raise LabelError("text: json_schema reads the response's message text, not tool calls", "response_mode")
+    try:
+        schema = json.loads(raw) if isinstance(raw, str) else raw
+    except (ValueError, RecursionError):  # RecursionError: nested past the interpreter's depth
+        schema = None
+    column = "schema_str" if from_gym else "schema"
+    if not isinstance(schema, dict):
+        raise LabelError("a JSON Schema: an object, or its JSON text", column)
+    return {"schema": schema, "strict": True} if from_gym else {"schema": schema}
 
 
 def is_open_instruct_label(value: Any) -> bool:

@@ -53,7 +53,12 @@ def canonical(schema: Any) -> str:
 def effective(schema: Any, strict: bool) -> str:
     """The canonical JSON of the schema answers are checked against: the schema, strictified when `strict`."""
     text = canonical(schema)
-    return _strictified_text(text) if strict else text
+    # An oversized schema is refused (`problem`) strictified or not: it never becomes a key of the cache.
+    return _strictified_text(text) if strict and _fits(text) else text
+
+
+def _fits(text: str) -> bool:
+    return len(text.encode()) <= MAX_BYTES
 
 
 @functools.lru_cache(maxsize=1024)
@@ -76,22 +81,26 @@ def strictified(schema: Any) -> Any:
     return strict
 
 
-@functools.lru_cache(maxsize=1024)
 def problem(text: str) -> str | None:
     """What makes this schema (canonical JSON) unusable, in words that name the field and never quote it; None for a
-    usable one."""
-    if len(text.encode()) > MAX_BYTES:
+    usable one. The size is checked before the cache, which holds only schemas of at most MAX_BYTES."""
+    if not _fits(text):
         return f"schema takes more than {MAX_BYTES // 1024} KB as JSON"
+    return _problem(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _problem(text: str) -> str | None:
     schema = json.loads(text)
     if not isinstance(schema, dict):
         return "schema must be a JSON object"
-    refs: list[str] = []
-    found = _scan(schema, refs)
-    if found is not None:
-        return found
-    cls = draft(schema)
+    cls = draft(schema)  # first: the scan reads $schema, which may be anything (a number)
     if cls is None:
         return "schema's $schema names a draft other than 4, 6, 7, 2019-09 and 2020-12"
+    refs: list[str] = []
+    found = _scan(schema, refs, draft4=cls is jsonschema.Draft4Validator)
+    if found is not None:
+        return found
     try:
         cls.check_schema(schema)
     except jsonschema.SchemaError as exc:
@@ -112,18 +121,24 @@ def problem(text: str) -> str | None:
 
 _IN_PLACE = ("allOf", "anyOf", "oneOf")  # lists of schemas applied to the same value
 _IN_PLACE_ONE = ("not", "if", "then", "else")
+_IN_PLACE_NAMED = ("dependentSchemas", "dependencies")  # schemas applied to the same object when it has the name
 
 
 def _loops(schema: dict[str, Any], targets: dict[str, Any]) -> bool:
-    """Whether following `$ref`s and the keywords that apply a schema to the same value (allOf, not, if, ...) can
+    """Whether following references and the keywords that apply a schema to the same value (allOf, not, if, ...) can
     come back to where it started: jsonschema would recurse on any answer until the stack runs out. A reference
     reached through `properties` or `items` reads one level deeper into the answer each time, which ends."""
 
     def next_to(node: dict[str, Any]) -> list[dict[str, Any]]:
-        found = [targets[ref]] if isinstance(ref := node.get("$ref"), str) and ref in targets else []
+        # A $dynamicRef or $recursiveRef may resolve further out at run time; its static target is one it can take.
+        found = [targets[ref] for key in _REFS if isinstance(ref := node.get(key), str) and ref in targets]
         for key in _IN_PLACE:
-            found += [each for each in node.get(key, ()) if isinstance(each, dict)]
+            if isinstance(values := node.get(key), list):
+                found += [each for each in values if isinstance(each, dict)]
         found += [each for key in _IN_PLACE_ONE if isinstance(each := node.get(key), dict)]
+        for key in _IN_PLACE_NAMED:  # draft 4-7 `dependencies` also map names to lists of names: not schemas
+            if isinstance(named := node.get(key), dict):
+                found += [each for each in named.values() if isinstance(each, dict)]
         return [each for each in found if isinstance(each, dict)]
 
     state: dict[int, int] = {}  # id of a schema -> 1 while on the path, 2 when done
@@ -181,10 +196,9 @@ def draft(schema: dict[str, Any]) -> type[Validator] | None:
     return DRAFTS.get(uri.rstrip("#")) if isinstance(uri, str) else None
 
 
-def _scan(schema: dict[str, Any], refs: list[str]) -> str | None:
+def _scan(schema: dict[str, Any], refs: list[str], draft4: bool) -> str | None:
     """The first breach of the depth, reference and pattern rules, found without recursion; the `$ref`s (all local
-    when none is found) are added to `refs`."""
-    draft4 = schema.get("$schema", "").rstrip("#") == "http://json-schema.org/draft-04/schema"
+    when none is found) are added to `refs`. `draft4`: the schema is draft 4's, where `id` is its `$id`."""
     stack: list[tuple[Any, int, str | None]] = [(schema, 1, None)]  # (value, depth, the key it sits under)
     while stack:
         value, depth, under = stack.pop()
@@ -201,7 +215,7 @@ def _scan(schema: dict[str, Any], refs: list[str]) -> str | None:
         for key, each in value.items():
             if key in _REFS and isinstance(each, str) and not each.startswith("#"):
                 return f"schema refers outside itself ({key} must start with '#'): nothing is fetched"
-            if key == "$ref" and isinstance(each, str):
+            if key in _REFS and isinstance(each, str):
                 refs.append(each)
             if depth > 1 and isinstance(each, str) and (key == "$id" or (draft4 and key == "id")):
                 return "schema gives a sub-schema an $id: only the root may have one"

@@ -4,6 +4,8 @@ order; a schema breaking a rule is a 422 naming the field and quoting nothing; t
 from __future__ import annotations
 
 import json
+import threading
+import time
 from typing import Any
 
 import httpx
@@ -69,7 +71,12 @@ def test_a_pattern_that_runs_away_is_null_not_a_stall(server: Server) -> None:
 
 
 def test_a_schema_breaking_a_rule_is_a_422_that_names_the_field(server: Server) -> None:
-    for schema in ({"$ref": "https://schemas.example.com/city.json"}, {"type": "citty"}, {"pattern": "(x"}):
+    for schema in (
+        {"$ref": "https://schemas.example.com/city.json"},
+        {"type": "citty"},
+        {"pattern": "(x"},
+        {"$schema": 57},
+    ):
         items = [
             {"completion": "{}", "json_schema": {"schema": SCHEMA}},
             {"completion": "{}", "json_schema": {"schema": schema}},
@@ -80,6 +87,7 @@ def test_a_schema_breaking_a_rule_is_a_422_that_names_the_field(server: Server) 
         assert error["loc"] == "items.1.json_schema.schema"
         assert "schema" in error["msg"]
         assert "example.com" not in response.text and "citty" not in response.text and "(x" not in response.text
+        assert "57" not in response.text
 
 
 def test_strict_and_weights_and_the_catalogue(server: Server) -> None:
@@ -177,3 +185,31 @@ def test_a_large_batch_is_scored_in_the_workers_alike(server: Server) -> None:
     assert response.status_code == 200, response.text
     rewards = [result["reward"] for result in response.json()["results"]]
     assert rewards == [1.0 if n % 3 else 0.0 for n in range(96)]
+
+
+def test_the_loop_answers_health_checks_while_runaway_patterns_are_checked(server: Server) -> None:
+    """Each of these items takes its whole 1 s deadline; a small batch of them is still scored off the event loop
+    (scoring/texts.SLOW_ITEM_CHARS), so /healthz keeps answering while it runs."""
+    schema = {"type": "string", "pattern": "^(a|a)*$"}
+    items = [{"completion": json.dumps("a" * 30 + "b"), "json_schema": {"schema": schema}} for _ in range(4)]
+    done = threading.Event()
+    answers: list[int] = []
+
+    def score() -> None:
+        try:
+            scored.append(post(server, items))
+        finally:
+            done.set()
+
+    scored: list[httpx.Response] = []
+    thread = threading.Thread(target=score)
+    thread.start()
+    with httpx.Client(timeout=60) as client:
+        while not done.is_set():
+            status = client.get(f"{server.url}/healthz").status_code
+            if not done.is_set():  # answered before the batch's answer came back
+                answers.append(status)
+            time.sleep(0.05)
+    thread.join()
+    assert [result["components"]["json_schema"]["verdict"] for result in scored[0].json()["results"]] == ["timeout"] * 4
+    assert len(answers) >= 5 and set(answers) == {200}, answers

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from trainer_client.domains import json_schema_specs
 from verifier_service.compat_mapping import (
     QUERY_WITHOUT_PROMPT,
     CompatConfig,
@@ -25,6 +26,7 @@ from verifier_service.compat_mapping import (
     strip_special_tokens,
     unjudged,
 )
+from verifier_service.domain_labels import LabelError, structured_outputs_spec
 from verifier_service.schema import ComponentResult, ItemResult, ScoreItem
 from verifier_service.settings import DEFAULT_SPECIAL_TOKENS, VerifierSettings
 from verifier_service.url_key import SCOPE_KEY, HideUrlKeys, take_key
@@ -327,3 +329,20 @@ def test_the_access_log_filter_masks_a_key_in_a_path() -> None:
     assert record.getMessage() == '127.0.0.1:5 - "POST /v1/compat/key/***/openrlhf?components=math HTTP/1.1" 200'
     other = logging.LogRecord("uvicorn.access", logging.INFO, "", 0, "%s", ("/v1/score",), None)
     assert HideUrlKeys().filter(other) and other.getMessage() == "/v1/score"
+
+
+def test_a_structured_outputs_row_is_read_once_for_the_route_and_the_trainer() -> None:
+    """`domain_labels.structured_outputs_spec` is both readers: schema_str strict, a schema column as given."""
+    row = {"schema_str": '{"type": "object"}', "schema_type": "json", "response_mode": "text"}
+    assert structured_outputs_spec(row) == {"schema": {"type": "object"}, "strict": True}
+    assert json_schema_specs(row) == {"json_schema": structured_outputs_spec(row)}
+    assert structured_outputs_spec({"schema": {"type": "object"}}) == {"schema": {"type": "object"}}
+    assert structured_outputs_spec({"question": "q"}) is None
+    for bad, field in (
+        ({"schema_type": "yaml"}, "schema_type"),
+        ({"response_mode": "tool_call"}, "response_mode"),
+        ({"schema_str": "true"}, "schema_str"),
+    ):
+        with pytest.raises(LabelError) as exc:
+            structured_outputs_spec({**row, **bad})
+        assert exc.value.field == field

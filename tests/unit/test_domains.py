@@ -153,8 +153,11 @@ def test_json_schema_rows_map_to_their_schema_and_other_formats_to_nothing() -> 
     json_row, yaml_row = rows("json_schema.jsonl")
     assert json_schema_specs(json_row) == {"json_schema": {"schema": json.loads(json_row["schema"])}}
     assert json_schema_specs(yaml_row) == {}
-    assert json_schema_specs({"schema_str": '{"type": "integer"}'}) == {"json_schema": {"schema": {"type": "integer"}}}
-    assert json_schema_specs({"schema": "not json"}) == {}
+    # NeMo-Gym's schema_str rows are strict, as NeMo-Gym scores them (and as the service's NeMo-Gym route reads them).
+    gym = {"schema_str": '{"type": "object"}', "schema_type": "json", "response_mode": "text"}
+    assert json_schema_specs(gym) == {"json_schema": {"schema": {"type": "object"}, "strict": True}}
+    assert json_schema_specs({**gym, "response_mode": "tool_call"}) == {}  # tool-call arguments are not read
+    assert json_schema_specs({"schema": "not json"}) == json_schema_specs({"schema": True}) == {}
 
 
 @pytest.mark.parametrize(

@@ -149,10 +149,16 @@ def test_unique_items_compares_values_as_json_does() -> None:
         ({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"}, "loop"),
         ({"properties": {"a": {"$ref": "#/properties/a"}}}, "loop"),
         ({"$ref": "#"}, "loop"),
+        ({"dependentSchemas": {"a": {"$ref": "#"}}}, "loop"),
+        ({"$dynamicRef": "#"}, "loop"),
+        ({"$schema": "https://json-schema.org/draft/2019-09/schema", "$recursiveRef": "#"}, "loop"),
+        ({"$schema": "http://json-schema.org/draft-07/schema#", "dependencies": {"a": {"$ref": "#"}}}, "loop"),
         ({"type": "strnig"}, "not a valid JSON Schema"),
         ({"properties": {"secret": {"type": "strnig"}}}, "at properties/*/type"),
         ({"minimum": "3"}, "not a valid JSON Schema"),
         ({"$schema": "http://json-schema.org/draft-03/schema#"}, "names a draft"),
+        ({"$schema": 5}, "names a draft"),
+        ({"$schema": ["secret"]}, "names a draft"),
         ({"pattern": "(unclosed"}, "does not compile"),
         ({"patternProperties": {"[": {}}}, "does not compile"),
         ({"pattern": "a" * 1001}, "longer than 1000"),
@@ -230,11 +236,22 @@ def test_big_and_deep_answers_get_a_verdict() -> None:
 
 
 def test_the_schema_is_checked_once_for_a_group() -> None:
-    json_schemas.problem.cache_clear()
+    json_schemas._problem.cache_clear()
     schema = {"type": "object", "properties": {"k": {"type": "integer"}}}
     for _ in range(8):
         JsonSchemaSpec(schema=dict(reversed(list(schema.items()))))  # the same schema, keys in another order
-    assert json_schemas.problem.cache_info().misses == 1
+    assert json_schemas._problem.cache_info().misses == 1
+
+
+def test_an_oversized_schema_never_enters_the_caches() -> None:
+    """The caches hold up to 1024 schemas each: of at most 64 KB, or they would hold 1024 requests' worth."""
+    json_schemas._problem.cache_clear()
+    json_schemas._strictified_text.cache_clear()
+    big = {"type": "object", "properties": {"a": {}}, "enum": ["x" * 70_000]}
+    for strict in (False, True):
+        with pytest.raises(ValidationError, match="64 KB"):
+            JsonSchemaSpec(schema=big, strict=strict)
+    assert json_schemas._problem.cache_info().currsize == json_schemas._strictified_text.cache_info().currsize == 0
 
 
 def test_the_spec_round_trips_under_its_wire_name() -> None:
@@ -243,3 +260,10 @@ def test_the_spec_round_trips_under_its_wire_name() -> None:
     assert wire["schema"] == {"type": "integer"} and "schema_" not in wire
     assert JsonSchemaSpec.model_validate(wire) == spec
     assert "schema" in JsonSchemaSpec.model_json_schema()["properties"]
+
+
+def test_a_loop_the_rules_miss_is_null_not_a_crash() -> None:
+    """Were a loop of references to pass the schema's rules, validation's RecursionError is this item's null."""
+    spec = JsonSchemaSpec.model_construct(schema_={"allOf": [{"$ref": "#"}]}, strict=False, think_tag="think")
+    found = json_schema.score(ScoreItem(completion="{}", json_schema=spec), spec)
+    assert (found.score, found.verdict) == (None, "internal_error")

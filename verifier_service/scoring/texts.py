@@ -93,6 +93,12 @@ def text_components(item: ScoreItem) -> list[str]:
     return [name for name in TEXT if getattr(item, name) is not None]
 
 
+# What an item with a `json_schema` spec counts as: not linear in what it reads, its validation may take up to its
+# 1 s deadline (a pattern that backtracks), so it is past any batch size scored on the event loop (the engine's
+# INLINE_PREPARE_CHARS), and a batch holding one is scored in a thread.
+SLOW_ITEM_CHARS = 1_000_000
+
+
 def text_chars(item: ScoreItem) -> int:
     """About how many characters scoring the item's text components reads (each scorer is linear in them): the
     completion once per component, and the texts of their specs (golds, aliases, options).
@@ -101,7 +107,12 @@ def text_chars(item: ScoreItem) -> int:
     34
     """
     specs = [spec for name in TEXT if (spec := getattr(item, name)) is not None]
-    return len(item.completion) * len(specs) + sum(_chars(value) for spec in specs for value in spec.__dict__.values())
+    slow = SLOW_ITEM_CHARS if item.json_schema is not None else 0
+    return (
+        slow
+        + len(item.completion) * len(specs)
+        + sum(_chars(value) for spec in specs for value in spec.__dict__.values())
+    )
 
 
 def _chars(value: object) -> int:
