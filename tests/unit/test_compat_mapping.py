@@ -204,8 +204,8 @@ INSTRUCTIONS = {
 
 
 def test_open_instructs_ground_truth_string_is_an_instructions_spec() -> None:
-    """The spec the label maps to (the route scores it once the `instructions` component exists)."""
-    assert label_specs(OPEN_INSTRUCT, "labels.0") == {"instructions": INSTRUCTIONS}
+    """The spec the label maps to, graded as open-instruct rewards it: the share of the instructions followed."""
+    assert label_specs(OPEN_INSTRUCT, "labels.0") == {"instructions": {**INSTRUCTIONS, "grading": "fraction"}}
     assert label_specs("[1, 2]", "labels.0") is None and label_specs("{1, 2}", "labels.0") is None  # math golds
 
 
