@@ -124,3 +124,17 @@ def no_project_constants(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     providers.CONSTANTS_CACHE.cache.clear()  # what was worked out with them
     yield
     providers.CONSTANTS_CACHE.cache.clear()
+
+
+@pytest.fixture
+def earlier_garbage_collected() -> None:
+    """Collect what earlier tests left to the garbage collector, with their ResourceWarnings ignored, before a test that
+    allocates enough to start a full collection itself (reasoning-gym's ARC data): an unclosed socket some earlier test
+    dropped would otherwise be finalized inside this test, and its warning, an error here, would fail it (it did
+    once in the whole suite, never alone)."""
+    import gc
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()

