@@ -25,11 +25,10 @@ import platform
 import random
 import statistics
 import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
-from components import chinese, english, percentile
+from components import chinese, english, percentile, time_calls
 from machine import load_average, verifier
 
 from verifier_service.metrics import Metrics
@@ -174,16 +173,6 @@ def cases(rng: random.Random) -> dict[str, list[tuple[str, dict[str, Any]]]]:
             ),
         ],
     }
-
-
-def time_calls(call: Callable[[], Any], repeats: int) -> list[float]:
-    call()  # warm-up
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - started)
-    return times
 
 
 def in_process(repeats: int) -> None:

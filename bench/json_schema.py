@@ -23,10 +23,10 @@ import platform
 import random
 import statistics
 import time
-from collections.abc import Callable
 from typing import Any
 
 import httpx
+from components import percentile, time_calls
 from machine import load_average, verifier
 
 from verifier_service.schema import ScoreItem
@@ -113,21 +113,6 @@ def answers(rng: random.Random) -> dict[str, str]:
         "invalid": f"{reasoning}```json\n{json.dumps(bad, indent=2)}\n```",
         "no_json": reasoning + "The order has twelve lines for Ada Lovelace, shipped to London. " * 30,
     }
-
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def time_calls(call: Callable[[], Any], repeats: int) -> list[float]:
-    call()  # warm-up: the schema checked and its validator built
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - started)
-    return times
 
 
 def in_process(texts: dict[str, str], repeats: int) -> None:
