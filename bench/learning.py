@@ -99,6 +99,19 @@ def parse_args(
     parser.add_argument("--checkpoints", type=int, default=6, help="held-out evaluations along each GRPO run")
     parser.add_argument("--no-control", action="store_true", help="skip the control run")
     parser.add_argument("--warm-start", type=Path, help="reuse the warm start (out/warm) of an earlier run, same seed")
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where the warm start, GRPO and "
+        "evaluation run (float32 either way: the recipe's numbers were found on CPU)",
+    )
+    parser.add_argument(
+        "--parallel-control",
+        action="store_true",
+        help="train the control beside the run, at the same time (a GPU has room for both)",
+    )
+    parser.add_argument("--math-workers", type=int, default=1, help="the verifier's VERIFIER_MATH_WORKERS")
     parser.add_argument("--smoke", action="store_true", help="a few steps of everything (no claim about learning)")
     parser.set_defaults(**defaults)
     args = parser.parse_args(argv)
@@ -125,7 +138,7 @@ def warm_start(model: Path, rows: Sequence[Mapping[str, Any]], args: argparse.Na
         logging_steps=max(1, args.sft_steps // 10),
         save_strategy="no",
         report_to="none",
-        use_cpu=True,
+        use_cpu=args.device == "cpu",
         bf16=False,
         seed=args.seed,
         completion_only_loss=True,
@@ -144,6 +157,7 @@ def evaluate(
     url: str,
     max_new_tokens: int,
     recipe: Recipe = MATH,
+    device: str = "cpu",
 ) -> dict[str, float]:
     """Held-out accuracy (the recipe's judge scores 1.0 under the item's specs) and the share of well-formed
     completions (format ok), in percent, of greedy completions to the (question, specs) items, scored by the
@@ -152,7 +166,7 @@ def evaluate(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir, padding_side="left")
-    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    model = AutoModelForCausalLM.from_pretrained(model_dir).to(device).eval()
     completions: list[str] = []
     for start in range(0, len(items), 128):
         chats = [
@@ -161,7 +175,7 @@ def evaluate(
         ]
         batch = tokenizer.apply_chat_template(
             chats, add_generation_prompt=True, padding=True, return_tensors="pt", return_dict=True
-        )
+        ).to(device)
         with torch.no_grad():
             output = model.generate(**batch, do_sample=False, max_new_tokens=max_new_tokens)
         completions += tokenizer.batch_decode(output[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
@@ -176,10 +190,11 @@ def evaluate(
     return {"accuracy": 100 * right / len(items), "format": 100 * formed / len(items)}
 
 
-def grpo(
+def start_grpo(
     model: Path, data: Path, url: str, out: Path, args: argparse.Namespace, recipe: Recipe = MATH
-) -> tuple[float, Path]:
-    """The training script, as a user runs it; its wall time and its log."""
+) -> tuple[subprocess.Popen[bytes], float, Path]:
+    """The training script, as a user runs it, started: its process, when it started, and its log (`finish` waits
+    for it)."""
     save_steps = max(1, args.grpo_steps // args.checkpoints)
     argv = [
         "--model_name_or_path", str(model),
@@ -200,24 +215,35 @@ def grpo(
         "--save_steps", str(save_steps),
         "--save_only_model", "true",
         "--report_to", "none",
-        "--use_cpu", "true",
+        "--use_cpu", str(args.device == "cpu").lower(),
         "--bf16", "false",
         "--seed", str(args.seed),
     ]  # fmt: skip
     log = out.with_suffix(".log")
     started = time.monotonic()
     with log.open("w") as sink:
-        result = subprocess.run(
+        process = subprocess.Popen(
             [sys.executable, "-m", "trainer_client.train", *argv],
             cwd=ROOT,
             env={**os.environ, **OFFLINE},
             stdout=sink,
             stderr=subprocess.STDOUT,
-            check=False,
         )
-    seconds = time.monotonic() - started
-    if result.returncode != 0:
-        raise SystemExit(f"the training script failed (exit {result.returncode}); its log: {log}")
+    return process, started, log
+
+
+def finish(started: tuple[subprocess.Popen[bytes], float, Path]) -> tuple[float, Path]:
+    """Waits for a training script `start_grpo` started; its wall time and its log."""
+    process, start, log = started
+    try:
+        code = process.wait()
+    finally:
+        if process.poll() is None:  # this process is being stopped: stop the script too
+            process.terminate()
+            process.wait()
+    seconds = time.monotonic() - start
+    if code != 0:
+        raise SystemExit(f"the training script failed (exit {code}); its log: {log}")
     return seconds, log
 
 
@@ -235,7 +261,7 @@ def curve(
         points.append(
             {
                 "step": int(checkpoint.name.split("-")[1]),
-                **evaluate(checkpoint, items, url, args.max_completion_length, recipe),
+                **evaluate(checkpoint, items, url, args.max_completion_length, recipe, args.device),
             }
         )
     return points
@@ -320,7 +346,7 @@ def run(args: argparse.Namespace, recipe: Recipe, task: Task) -> dict[str, Any]:
     # stopped with SIGTERM: unwind, so the verifier and a running training script are stopped too
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     out: Path = args.out
-    with verifier(out / "verifier.log", VERIFIER_MATH_WORKERS="1") as url:
+    with verifier(out / "verifier.log", VERIFIER_MATH_WORKERS=str(args.math_workers)) as url:
         started = time.monotonic()
         model = out / "warm"
         if args.warm_start:  # an earlier run's warm start, same seed and task
@@ -328,7 +354,7 @@ def run(args: argparse.Namespace, recipe: Recipe, task: Task) -> dict[str, Any]:
         else:
             task.build(model)
             warm_start(model, task.warm_start, args, out / "sft")
-        warm = evaluate(model, task.held_out, url, args.max_completion_length, recipe)
+        warm = evaluate(model, task.held_out, url, args.max_completion_length, recipe, args.device)
         print(
             f"warm start ({args.sft_steps} SFT steps, {time.monotonic() - started:.0f}s): held-out accuracy "
             f"{warm['accuracy']:.1f}%, well formed {warm['format']:.1f}%",
@@ -336,8 +362,19 @@ def run(args: argparse.Namespace, recipe: Recipe, task: Task) -> dict[str, Any]:
         )
         summary: dict[str, Any] = {"seed": args.seed, "warm_start": warm, "before": warm["accuracy"]}
         runs = [("run", task.train)] + ([] if args.no_control else [("control", task.control)])
-        for key, dataset in runs:
-            seconds, log = grpo(model, dataset, url, out / key, args, recipe)
+        launched = {}
+        if args.parallel_control:  # both at once; each is then waited for in turn
+            launched = {key: start_grpo(model, dataset, url, out / key, args, recipe) for key, dataset in runs}
+        try:
+            results = {key: finish(launched.get(key) or start_grpo(model, dataset, url, out / key, args, recipe))
+                       for key, dataset in runs}  # fmt: skip
+        finally:  # one failed: stop the other before the verifier goes
+            for process, _, _ in launched.values():
+                if process.poll() is None:
+                    process.terminate()
+                    process.wait()
+        for key, _ in runs:
+            seconds, log = results[key]
             points = curve(out / key, task.held_out, url, args, recipe)
             after = points[-1]["accuracy"]
             summary[key] = {"seconds": seconds, "curve": points, "log": log_history(out / key), "train_log": str(log)}

@@ -84,9 +84,10 @@ def build_model(
     heads: int = 2,
     kv_heads: int = 1,
     max_positions: int = 1024,
+    device: str = "cpu",
 ) -> None:
     """A Qwen2-style model with random weights for the tokenizer in `path`; by default hidden size 32 and two layers:
-    a few hundred kB, fast on CPU."""
+    a few hundred kB, fast on CPU. `device` is where the weights are drawn (a GPU draws a big model's in a moment)."""
     import torch
     from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
@@ -105,7 +106,8 @@ def build_model(
         pad_token_id=tokenizer.pad_token_id,
     )
     torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config)
+    with torch.device(device):
+        model = Qwen2ForCausalLM(config)
     model.generation_config = GenerationConfig(
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, do_sample=True
     )

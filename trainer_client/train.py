@@ -54,6 +54,7 @@ from trainer_client.gsm8k import HUB_ID
 from trainer_client.options import PLACEHOLDER_ROWS, row_fields, template_item
 from trainer_client.reward_group import VerifierRewards
 from trainer_client.rewards import AsyncVerifierReward, VerifierReward
+from trainer_client.timings import log_timings
 from trainer_client.tokens import stop_token_ids
 from verifier_service.schema import COMPONENTS, PRIMARIES, ScoreItem
 
@@ -194,6 +195,13 @@ class VerifierScriptArguments:
         },
     )
     max_train_samples: int | None = field(default=None, metadata={"help": "Use only the first N training rows."})
+    log_timings: bool = field(
+        default=True,
+        metadata={
+            "help": "Log where each step's time goes next to TRL's step_time: timing/generation, timing/rewards (the "
+            "wait for the verifier), timing/weight_sync, in seconds per generation batch, and gpu/peak_memory_gib."
+        },
+    )
     check_data: bool = field(
         default=False,
         metadata={
@@ -254,7 +262,7 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
     "the verifier": ("verifier_url", "verifier_api_key", "verifier_ready_timeout", "verifier_connect_grace",
                      "max_consecutive_failures"),
     "rewards": ("reward_components", "reward_options", "combined_reward", "allow_order_inversion", "async_rewards",
-                "format_prefilled"),
+                "format_prefilled", "log_timings"),
     "data": ("dataset_name", "dataset_config", "dataset_train_split", "dataset_test_split", "prompt_column",
              "solution_column", "tests_column", "options_column", "tests_in_prompt", "options_in_prompt",
              "spec_column", "dataset_shape", "max_train_samples", "system_prompt", "check_data"),
@@ -513,6 +521,8 @@ def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_
         eval_dataset=eval_dataset,
         peft_config=get_peft_config(model_args),
     )
+    if script_args.log_timings and not log_timings(trainer):
+        logger.warning("--log_timings: this TRL has no timed blocks where the script looks; no timing/ metrics")
     eos_token_ids, pad_token_id = stop_token_ids(trainer)  # the tokenizer TRL loaded, and its generation config's
     for reward in rewards:
         reward.set_token_ids(eos_token_ids, pad_token_id)

@@ -74,7 +74,8 @@ def test_the_learning_bench_runs_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "learning"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     result = subprocess.run(
-        [sys.executable, str(BENCH / "learning.py"), "--smoke", "--out", str(out)],
+        # the control trained beside the run, as bench/gpu.py does on a GPU
+        [sys.executable, str(BENCH / "learning.py"), "--smoke", "--parallel-control", "--out", str(out)],
         cwd=ROOT,
         env=env,
         capture_output=True,

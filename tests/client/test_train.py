@@ -807,6 +807,12 @@ def test_grpo_trains_two_steps_on_cpu_scored_by_the_verifier(
     for entry in steps:
         assert entry["rewards/verifier_math/mean"] == pytest.approx(entry["verifier_math/math/correct"])
         assert entry["rewards/verifier_format/mean"] == pytest.approx(entry["verifier_format/format/ok"])
+    # where each step's time went (trainer_client/timings.py): generation and the wait for the rewards are parts of
+    # TRL's step_time, each step one generation batch
+    for entry in steps:
+        assert entry["timing/generation"] > 0 and entry["timing/rewards"] > 0, entry
+        assert entry["timing/generation"] + entry["timing/rewards"] < entry["step_time"], entry
+        assert "gpu/peak_memory_gib" not in entry  # on CPU
 
 
 @pytest.mark.slow
