@@ -89,7 +89,7 @@ def describe(smoke: bool) -> dict[str, Any]:
     import transformers
     import trl
 
-    machine = {
+    machine: dict[str, Any] = {
         "cpus": os.cpu_count(),
         "python": sys.version.split()[0],
         "torch": torch.__version__,

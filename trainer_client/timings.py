@@ -69,8 +69,8 @@ def log_timings(trainer: Any) -> bool:
 
     profiling_context.__wrapped_timings__ = original  # type: ignore[attr-defined]
     # grpo_trainer calls its own imported name; profiling_decorator (_calculate_rewards) calls profiling's
-    grpo_trainer.profiling_context = profiling_context
-    profiling.profiling_context = profiling_context
+    grpo_trainer.profiling_context = profiling_context  # type: ignore[assignment]
+    profiling.profiling_context = profiling_context  # type: ignore[assignment]
 
     log = trainer.log
 
