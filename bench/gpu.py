@@ -1,7 +1,7 @@
 """The training script on a GPU (issue 28): a GRPO step's time, the share of it spent waiting for the verifier's
 rewards, peak GPU memory, and `learning.py`'s learning run at a larger scale.
 
-    python bench/gpu.py --out "$OUT"                  # on a GPU machine: about 8 minutes on one H100
+    python bench/gpu.py --out "$OUT"                  # on a GPU machine: about 6.5 minutes on one H100
     python bench/gpu.py --smoke --out /tmp/gpu        # on CPU: tiny sizes, a few steps (what the test suite runs)
 
 Everything runs offline: no model, tokenizer or dataset comes from the hub.

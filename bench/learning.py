@@ -3,6 +3,8 @@ same run with the gold answers shuffled (the control) does not.
 
     .venv/bin/python bench/learning.py --seed 0        # about 25 minutes on 2 CPU cores; no hub, no GPU
     .venv/bin/python bench/learning.py --smoke         # a few steps of each stage (no claim): what tests/client runs
+    python bench/learning.py --device cuda --parallel-control --prompts-per-step 32 --grpo-steps 250 \
+        --checkpoints 5 --math-workers 16             # on a GPU, run and control at once: 3 minutes on an H100
 
 In one run, with a live verifier it starts (`python -m verifier_service` on a free loopback port):
 
@@ -103,8 +105,7 @@ def parse_args(
         "--device",
         choices=("cpu", "cuda"),
         default="cpu",
-        help="where the warm start, GRPO and "
-        "evaluation run (float32 either way: the recipe's numbers were found on CPU)",
+        help="where the warm start, GRPO and evaluation run (float32 either way: the recipe was found on CPU)",
     )
     parser.add_argument(
         "--parallel-control",
