@@ -36,10 +36,8 @@ def _watch(event: str, args: tuple[Any, ...]) -> None:
     """An audit hook: remembers compiled source that holds MARK (eval, exec and sympy's parse_expr compile), but
     for the ast module's (ast.parse, which literal_eval calls, builds a tree and runs nothing)."""
     if event == "compile" and args and isinstance(args[0], (str, bytes)):
-        if Path(sys._getframe(1).f_code.co_filename).name == "ast.py":
-            return
         source = args[0].decode(errors="replace") if isinstance(args[0], bytes) else args[0]
-        if MARK in source:
+        if MARK in source and Path(sys._getframe(1).f_code.co_filename).name != "ast.py":
             _compiled.append(source)
 
 
