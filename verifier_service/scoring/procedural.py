@@ -1,15 +1,18 @@
 """reasoning-gym's own scorers (`procedural`): the answer is found on the event loop (`extract_answer`), and the
-dataset's `score_answer(answer, entry)` runs in a worker process (`ProceduralJob.run`), since several scorers `eval`
-or sympy-parse the model's text (n_queens, countdown, puzzle24, ...) and one may loop. A worker is not a sandbox:
-what a scorer evals runs with the worker's rights, so the answer is bounded (`MAX_ANSWER_CHARS`) to limit what it can
-hold, and reasoning-gym is imported only there, never in the service process.
+dataset's `score_answer(answer, entry)` runs in a worker process (`ProceduralJob.run`), since some scorers are slow
+and one may loop. Nine scorers `eval` or sympy-parse the model's text (n_queens, countdown, puzzle24, ...): the job
+hands them only answers of the shape they read (procedural_guard.py: a Python literal, or arithmetic), and scores
+any other answer 0 (`wrong`) without calling them. The worker is still not a sandbox: the other scorers run the
+library's own code on the answer with the worker's rights (none of them compiles it), and the answer is bounded
+(`MAX_ANSWER_CHARS`); reasoning-gym is imported only there, never in the service process.
 
 Time: the worker times the scorer call itself (`timed`: the import of reasoning-gym, about 1.5 s, and building a
 dataset's scorer, up to 1 s, happen once per worker and are not the answer's fault); the pool kills a worker that
 overruns that by `COLD_START_S` (a loop in C code, which no signal interrupts). Both are `timeout`, null.
 
 Where it differs from NeMo-Gym's reasoning_gym server: a scorer that raises is null (`scorer_error`), not 0; a
-score below 1 is 0 unless the spec asks for partial credit; ARC grids are given back their tuples (`restored`).
+score below 1 is 0 unless the spec asks for partial credit; ARC grids are given back their tuples (`restored`); an
+answer the guard refuses is 0 without its scorer.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from verifier_service.schema import ComponentResult, ProceduralSpec, ScoreItem, 
 from verifier_service.scoring.answer import answer_blocks
 from verifier_service.scoring.extract import boxed_spans, final_answer_region
 from verifier_service.scoring.pooled import WorkerComponent
+from verifier_service.scoring.procedural_guard import refusal
 from verifier_service.scoring.text import result
 
 COLD_START_S = 15.0  # the pool's allowance beyond the scorer's own time: importing and building it in a fresh worker
@@ -141,6 +145,9 @@ class ProceduralJob:
             return result(None, Verdict.SCORER_ERROR, f"building the scorer raised {type(exc).__name__}")
         entry = restored(self.dataset, json.loads(self.entry))
         try:
+            refused = refusal(self.dataset, self.answer, entry)
+            if refused:
+                return result(0.0, Verdict.WRONG, refused, extracted)
             value = timed(lambda: scorer(self.answer, entry), self.timeout_s)
         except _Overrun:
             return result(None, Verdict.TIMEOUT, f"the scorer took longer than {self.timeout_s:g}s", extracted)
