@@ -12,7 +12,8 @@ from pydantic import ValidationError
 
 from verifier_service.schema import InstructionsSpec, ScoreItem
 from verifier_service.scoring.instructions import CHECKS, ifeval, score, variants
-from verifier_service.scoring.instructions.text import count_sentences, count_words, word_tokens
+from verifier_service.scoring.instructions import text as split
+from verifier_service.scoring.instructions.text import count_capital_words, count_sentences, count_words, word_tokens
 
 
 def judged(completion: str, ids: list[str], kwargs: list[Any] | None = None, **options: Any) -> tuple[Any, ...]:
@@ -261,6 +262,34 @@ def test_capital_words_are_counted_as_nltk_tokenizes_them() -> None:
         "NOT",
         "OK",
     ]
+
+
+# Treebank's rules as NLTK writes them (a look-behind or \b first), which text.py reorders to be fast.
+_PLAIN_TREEBANK = [
+    (r"(?i)(?<=\w)('s|'m|'d|'ll|'re|'ve|n't)(?=\s|$)", r" \1"),
+    (r"(?i)\b(can)(not)\b", r"\1 \2"),
+    (r"(?i)(?<!\S)'(?=\w)", r"' "),
+]
+
+
+def test_capital_words_are_counted_as_the_whole_text_tokenized_would_count_them() -> None:
+    """count_capital_words tokenizes only the runs that may hold a capital, with the reordered contraction rules:
+    the same count, and word_tokens the same tokens, as the plain rules on the whole text (capitals, non-ASCII
+    capitals and white space, ASCII text's own white space, contractions next to punctuation)."""
+    rng = random.Random(11)
+    alphabet = list("aAbCnNtT'sSmMdDlLrReEvV \n\t.,:;!?-\"`«»“’()[]{}<>@#$%&*09éÉſ𝐀ǅ\u2003\xa0_")
+    pieces = ["can", "not", "CANNOT", "n't", "N'T", "'s", "'LL", "...", "--", "1,000", "10:30", "I", "OK"]
+    ascii_alphabet = [char for char in alphabet if char.isascii()] + list("\x1c\x1f\x0b\x00\x7f")
+    for index in range(20000):
+        chars = alphabet if index % 2 else ascii_alphabet  # ASCII text has its own pattern
+        text = "".join(rng.choice(chars if rng.random() < 0.7 else pieces) for _ in range(rng.randint(0, 25)))
+        plain = text
+        for pattern, replacement in split._WORD_SPLITS[:5]:
+            plain = pattern.sub(replacement, plain)
+        for pattern_text, replacement in _PLAIN_TREEBANK:
+            plain = re.sub(pattern_text, replacement, plain)
+        assert word_tokens(text) == plain.split(), repr(text)
+        assert count_capital_words(text) == sum(1 for word in plain.split() if word.isupper()), repr(text)
 
 
 def test_a_langdetect_failure_other_than_no_letters_is_never_a_silent_not_followed(

@@ -288,7 +288,7 @@ def end_checker(response: str, kwargs: dict[str, Any]) -> bool:
 
 
 def capital_word_frequency(response: str, kwargs: dict[str, Any]) -> bool:
-    count = sum(1 for word in split.word_tokens(response) if word.isupper())
+    count = split.count_capital_words(response)
     return _compare(count, kwargs, "capital_frequency", "capital_relation")
 
 
