@@ -292,20 +292,34 @@ def test_capital_words_are_counted_as_the_whole_text_tokenized_would_count_them(
         assert count_capital_words(text) == sum(1 for word in plain.split() if word.isupper()), repr(text)
 
 
+def test_langdetect_s_n_grams_are_found_as_langdetect_finds_them() -> None:
+    """ifeval._ngrams is langdetect's own n-gram list, in its order (its seeded sampling draws from it): capitals,
+    several scripts, the characters it normalizes (Romanian, Farsi, Vietnamese, kana, Hangul), runs of spaces."""
+    factory, _, _ = ifeval._langdetect()
+    rng = random.Random(5)
+    alphabet = [*"aAbBé É  ñ.,'-ДдЖ中文ひカ한ṃṂ\u0219\u06cc1", "THE ", "the ", "Der ", "NASA"]
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _char in range(rng.randint(0, 40)))
+        detector = factory.create()
+        detector.append(text)
+        detector.cleaning_text()
+        assert ifeval._ngrams(detector) == detector._extract_ngrams(), repr(text)
+
+
 def test_a_langdetect_failure_other_than_no_letters_is_never_a_silent_not_followed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """langdetect's own loading race (NeedLoadProfileError: a thread that finds the factory before its profiles) or any
     error but "no letters" leaves the item unjudged (internal_error, null), never a quiet 0."""
-    import langdetect
+    from langdetect.detector_factory import DetectorFactory
     from langdetect.lang_detect_exception import ErrorCode, LangDetectException
 
     from verifier_service.scoring import TEXT
 
-    def broken(text: str) -> str:
+    def broken(factory: DetectorFactory) -> None:
         raise LangDetectException(ErrorCode.NeedLoadProfileError, "Need to load profiles.")
 
-    monkeypatch.setattr(langdetect, "detect", broken)
+    monkeypatch.setattr(DetectorFactory, "_create_detector", broken)
     ids = {"instruction_ids": ["language:response_language"], "kwargs": [{"language": "en"}]}
     item = ScoreItem.model_validate({"completion": "This is plainly English text.", "instructions": ids})
     with pytest.raises(LangDetectException):  # scoring.texts makes a scorer's raise internal_error (null)
