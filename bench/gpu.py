@@ -42,9 +42,10 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from statistics import mean
+from statistics import mean, median
 from typing import Any
 
+from learning import OFFLINE, finish, launch
 from learning_task import SYSTEM_PROMPT, problems, write_jsonl
 from machine import load_average, verifier
 from workloads import Sample, gsm8k_step, math_step
@@ -52,7 +53,6 @@ from workloads import Sample, gsm8k_step, math_step
 from trainer_client.tiny_model import build_model, build_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
-OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 QWEN_VOCAB = 151_646  # Qwen2.5's tokenizer (its embedding is padded to 151,936)
 # Qwen2.5-0.5B's shape: about 494M parameters with its vocabulary
 QWEN_05B = {"hidden": 896, "intermediate": 4864, "layers": 24, "heads": 14, "kv_heads": 2, "max_positions": 2048}
@@ -151,16 +151,7 @@ def train(model: Path, data: Path, url: str, out: Path, size: int, args: argpars
         "--seed", "0",
         *device_flags(args.smoke),
     ]  # fmt: skip
-    log = out.with_suffix(".log")
-    started = time.monotonic()
-    with log.open("w") as sink:
-        command = [sys.executable, "-m", "trainer_client.train", *argv]
-        env = {**os.environ, **OFFLINE}
-        done = subprocess.run(command, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT, check=False)
-    seconds = time.monotonic() - started
-    if done.returncode != 0:
-        print(log.read_text()[-4000:], flush=True)
-        raise SystemExit(f"the training script failed at {size} completions per step (exit {done.returncode})")
+    seconds, _ = finish(launch(argv, out.with_suffix(".log")))  # the log is run-<size>.log
     state = json.loads((out / "trainer_state.json").read_text())
     return {"log": [entry for entry in state["log_history"] if "step_time" in entry], "seconds": seconds}
 
@@ -210,9 +201,8 @@ def realistic_rewards(url: str, sizes: Sequence[int], repeats: int) -> list[dict
                 for function in rewards.functions:
                     unscored += sum(score is None for score in function(**batch))
                 times.append(time.perf_counter() - started)
-            times = times[1:]
-            median = round(sorted(times)[len(times) // 2], 3)
-            rows.append({"workload": name, "completions": size, "rewards_s": median, "unscored": unscored})
+            seconds = round(median(times[1:]), 3)
+            rows.append({"workload": name, "completions": size, "rewards_s": seconds, "unscored": unscored})
             print(f"rewards on {name}-shaped completions, {size} per batch: {rows[-1]['rewards_s']}s", flush=True)
     return rows
 

@@ -220,7 +220,12 @@ def start_grpo(
         "--bf16", "false",
         "--seed", str(args.seed),
     ]  # fmt: skip
-    log = out.with_suffix(".log")
+    return launch(argv, out.with_suffix(".log"))
+
+
+def launch(argv: Sequence[str], log: Path) -> tuple[subprocess.Popen[bytes], float, Path]:
+    """`python -m trainer_client.train` with `argv`, offline, its output to `log`, started: its process, when it
+    started, and its log (`finish` waits for it)."""
     started = time.monotonic()
     with log.open("w") as sink:
         process = subprocess.Popen(
@@ -234,7 +239,8 @@ def start_grpo(
 
 
 def finish(started: tuple[subprocess.Popen[bytes], float, Path]) -> tuple[float, Path]:
-    """Waits for a training script `start_grpo` started; its wall time and its log."""
+    """Waits for a training script `launch` started; its wall time and its log. One that failed: the end of its log
+    is printed (all there is to read on a machine whose files do not come back) and this process exits."""
     process, start, log = started
     try:
         code = process.wait()
@@ -244,6 +250,7 @@ def finish(started: tuple[subprocess.Popen[bytes], float, Path]) -> tuple[float,
             process.wait()
     seconds = time.monotonic() - start
     if code != 0:
+        print(log.read_text()[-4000:], flush=True)
         raise SystemExit(f"the training script failed (exit {code}); its log: {log}")
     return seconds, log
 
