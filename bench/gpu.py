@@ -23,6 +23,9 @@ Everything runs offline: no model, tokenizer or dataset comes from the hub.
    the step times measured.
 2. **Learning** (`learning/`): `learning.py` on CUDA, seed 0, with its control trained beside it at the same time,
    at the scale `--learning-args` gives (default: 32 prompts x 8 completions per step, 250 steps, 16 math workers).
+3. **Learning on reasoning-gym** (`procedural-seed<N>/`, issue 24; not in the default phases): `learning_procedural.py`
+   on CUDA, each seed of `--seeds` with its control beside it, the seeds at the same time (each with its own verifier),
+   at the scale `--procedural-args` gives (default: 32 prompts x 8 completions per step, 400 steps).
 
 `--phases` runs some of them; `throughput.json`, `learning/summary.json`, `learning/learning.png` and each stage's
 log go to `--out`, written as each stage ends (a run stopped early keeps what it finished).
@@ -59,24 +62,30 @@ QWEN_05B = {"hidden": 896, "intermediate": 4864, "layers": 24, "heads": 14, "kv_
 TINY = {"hidden": 32, "intermediate": 64, "layers": 2, "heads": 2, "kv_heads": 1, "max_positions": 512}
 GENERATIONS = 8
 LEARNING_ARGS = "--prompts-per-step 32 --grpo-steps 250 --checkpoints 5 --math-workers 16"
+PROCEDURAL_ARGS = "--prompts-per-step 32 --grpo-steps 400 --checkpoints 4 --math-workers 6"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "gpu")
-    parser.add_argument("--phases", nargs="+", choices=("throughput", "learning"), default=["throughput", "learning"])
+    parser.add_argument(
+        "--phases", nargs="+", choices=("throughput", "learning", "procedural"), default=["throughput", "learning"]
+    )
     parser.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024], help="completions per step")
     parser.add_argument("--steps", type=int, default=3, help="GRPO steps per size (the first is left out)")
     parser.add_argument("--micro-batch", type=int, default=32, help="completions per forward and backward pass")
     parser.add_argument("--max-completion-length", type=int, default=256)
     parser.add_argument("--math-workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--learning-args", default=LEARNING_ARGS, help="more options for learning.py")
+    parser.add_argument("--procedural-args", default=PROCEDURAL_ARGS, help="more options for learning_procedural.py")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="the procedural runs' seeds")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes on CPU: whether every stage runs")
     args = parser.parse_args(argv)
     if args.smoke:
         args.sizes, args.steps, args.micro_batch, args.max_completion_length = [8, 16], 2, 8, 16
         args.math_workers = 2
         args.learning_args = "--smoke --parallel-control"  # tests/client/test_learning_bench.py runs it
+        args.procedural_args = "--smoke"
     return args
 
 
@@ -230,17 +239,36 @@ def throughput(args: argparse.Namespace, machine: dict[str, Any]) -> dict[str, A
 
 
 def learning(args: argparse.Namespace) -> None:
-    argv = [sys.executable, str(ROOT / "bench" / "learning.py"), "--seed", "0", "--out", str(args.out / "learning")]
-    argv += [] if args.smoke else ["--device", "cuda", "--parallel-control"]
-    argv += shlex.split(args.learning_args)
-    print(f"learning: {shlex.join(argv[1:])}", flush=True)
-    with (args.out / "learning.log").open("w") as sink:
-        env = {**os.environ, **OFFLINE}
-        done = subprocess.run(argv, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT, check=False)
-    lines = [line for line in (args.out / "learning.log").read_text().splitlines() if "it/s]" not in line]
-    print("\n".join(lines[-12:]), flush=True)
-    if done.returncode != 0:
-        raise SystemExit(f"learning.py failed (exit {done.returncode})")
+    learn(args, "learning.py", {0: args.out / "learning"}, args.learning_args)
+
+
+def procedural(args: argparse.Namespace) -> None:
+    outs = {seed: args.out / f"procedural-seed{seed}" for seed in args.seeds}
+    learn(args, "learning_procedural.py", outs, args.procedural_args)
+
+
+def learn(args: argparse.Namespace, script: str, outs: dict[int, Path], more: str) -> None:
+    """`script` (a learning run: warm start, GRPO and its control, held-out evaluations) for each seed, the seeds at
+    the same time, on CUDA with the control beside each run; prints each log's tail."""
+    runs = []
+    for seed, out in outs.items():
+        argv = [sys.executable, str(ROOT / "bench" / script), "--seed", str(seed), "--out", str(out)]
+        argv += [] if args.smoke else ["--device", "cuda", "--parallel-control"]
+        argv += shlex.split(more)
+        print(f"{out.name}: {shlex.join(argv[1:])}", flush=True)
+        log = args.out / f"{out.name}.log"
+        with log.open("w") as sink:
+            env = {**os.environ, **OFFLINE}
+            runs.append((subprocess.Popen(argv, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT), log))
+    failed = []
+    for process, log in runs:
+        process.wait()
+        lines = [line for line in log.read_text().splitlines() if "it/s]" not in line]
+        print(f"{log.stem}:", "\n".join(lines[-12:]), sep="\n", flush=True)
+        if process.returncode != 0:
+            failed.append(f"{log.stem} (exit {process.returncode})")
+    if failed:
+        raise SystemExit(f"{script} failed: {', '.join(failed)}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -254,6 +282,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if "learning" in args.phases:
         learning(args)
         print(f"learning done; {time.monotonic() - started:.0f}s in all", flush=True)
+    if "procedural" in args.phases:
+        procedural(args)
+        print(f"procedural learning done; {time.monotonic() - started:.0f}s in all", flush=True)
 
 
 if __name__ == "__main__":
