@@ -3,6 +3,7 @@ scorer) on reasoning-gym's `chain_sum` problems raises held-out accuracy, and th
 to another question (the control) does not.
 
     .venv/bin/python bench/learning_procedural.py --seed 0    # about half an hour on 2 CPU cores; no hub, no GPU
+    python bench/gpu.py --phases procedural                   # on a GPU: seeds 0 and 1 with their controls, ~6 min
     .venv/bin/python bench/learning_procedural.py --smoke     # a few steps of each stage (no claim): tests/client
 
 `bench/learning.py`'s pipeline (its `run`: a live verifier, the warm start, `python -m trainer_client.train` for the
