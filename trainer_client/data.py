@@ -191,8 +191,9 @@ def schema_text(value: Any) -> str | None:
 GOLDS: dict[str, Callable[[Any], Any]] = {**GOLD_READERS, "math": gold, "json_schema": schema_text}
 
 
-def with_sql_context(prompt: str, example: Mapping[str, Any]) -> str:
-    """A text question followed by BIRD's evidence (its hint) and the row's schema, when it has them.
+def with_sql_context(prompt: str, example: Mapping[str, Any], schemas: Mapping[str, str] | None = None) -> str:
+    """A text question followed by BIRD's evidence (its hint) and the row's schema, when it has them; a row with no
+    schema of its own gets its database's (`schemas`, by its `db_id`: `database_schemas`), as BIRD's prompts give it.
 
     >>> print(with_sql_context("How many?", {"evidence": "t holds the orders", "schema": "CREATE TABLE t (a);"}))
     How many?
@@ -204,10 +205,43 @@ def with_sql_context(prompt: str, example: Mapping[str, Any]) -> str:
     """
     evidence = example.get("evidence")
     schema = next((example[c] for c in SCHEMA_SQL_COLUMNS if isinstance(example.get(c), str) and example[c]), None)
+    if schema is None and schemas and isinstance(example.get("db_id"), str):
+        schema = schemas.get(example["db_id"])
     parts = [prompt.rstrip()]
     parts += [f"Evidence: {evidence}"] if isinstance(evidence, str) and evidence.strip() else []
     parts += [f"Schema:\n{schema}"] if schema else []
     return "\n\n".join(parts)
+
+
+def database_schemas(directory: str | Path) -> dict[str, str]:
+    """The schema of each SQLite database in `directory`, by name: the CREATE statements of its tables, views and
+    indexes, in the order they were made. A database is `NAME.sqlite` (or `.db`) in the directory, or
+    `NAME/NAME.sqlite` (BIRD's `dev_databases/` and Spider's `database/` as they ship); each is opened read-only and
+    immutable, so nothing is written to it. For the prompts of rows that name their database by `db_id` and carry no
+    schema: the verifier runs their queries on the same files, listed in its VERIFIER_SQL_DATABASES."""
+    import sqlite3
+
+    root = Path(directory)
+    if not root.is_dir():
+        raise ValueError(f"--sql_databases: {directory} is not a directory")
+    files = [
+        *root.glob("*.sqlite"),
+        *root.glob("*.db"),
+        *(d / f"{d.name}.sqlite" for d in root.iterdir() if d.is_dir()),
+    ]
+    schemas: dict[str, str] = {}
+    for path in sorted(file for file in files if file.is_file()):
+        connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+        try:
+            rows = connection.execute(
+                "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY rowid"
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise ValueError(f"--sql_databases: {path.name} is not a readable SQLite database ({exc})") from None
+        finally:
+            connection.close()
+        schemas.setdefault(path.stem, "\n".join(f"{sql};" for (sql,) in rows))
+    return schemas
 
 
 def with_options(prompt: str, options: Sequence[str]) -> str:
@@ -234,6 +268,7 @@ def to_row(
     tests_in_prompt: bool = True,
     options_in_prompt: bool = True,
     shape: str | None = None,
+    schemas: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """One dataset row as GRPO input: `prompt`, plus `solution` when math, choice or answer is rewarded, `tests`
     when code is and `options` when choice is and `columns.options` names them. With `tests_in_prompt`, a text
@@ -242,7 +277,8 @@ def to_row(
 
     With a `shape` (`trainer_client.domains.SHAPES`) or a `columns.spec`, the row also gets `spec`: the JSON of its
     component specs, None when it maps to none. The gold, tests and options columns are then read only when the
-    dataset has them, and the prompt comes from where the shape keeps it when `columns.prompt` is not a column."""
+    dataset has them, and the prompt comes from where the shape keeps it when `columns.prompt` is not a column.
+    `schemas` (`database_schemas`): the schemas an sql row without its own is shown, by its `db_id`."""
     specs = shape_specs(shape, example, index) if shape else {}
     with_specs = shape is not None or columns.spec is not None
     if columns.spec is not None:
@@ -263,7 +299,7 @@ def to_row(
         options = option_texts(example[str(columns.options)], str(columns.options))
         prompt = with_options(prompt, options) if options and options_in_prompt and isinstance(prompt, str) else prompt
     if "sql" in components and isinstance(prompt, str):
-        prompt = with_sql_context(prompt, example)
+        prompt = with_sql_context(prompt, example, schemas)
     row: dict[str, Any] = {"prompt": chat_prompt(prompt, system_prompt)}
     reader = next((read for name, read in GOLDS.items() if name in components), None)
     if reader is not None and has(columns.solution):
@@ -296,6 +332,7 @@ def load_prompts(
     options_in_prompt: bool = True,
     dataset_shape: str = "auto",
     options: Mapping[str, Mapping[str, Any]] | None = None,
+    sql_databases: str | None = None,
 ) -> DatasetDict:
     """Load a hub dataset (`datasets.load_dataset(name, config)`; GSM8K gets its config `main`) or a local
     .json/.jsonl file (its one split is `train`), and turn every row into GRPO input (`to_row`). Only `prompt`,
@@ -303,7 +340,9 @@ def load_prompts(
     the shape's component (`SHAPE_COMPONENTS`) counted among them.
     `dataset_shape` maps the rows of another domain to specs (`trainer_client.domains`: `auto` detects the shape by
     the columns, `none` maps nothing). `options` (the rewards' component options), when given, let it check that
-    a component that needs each row's spec gets one.
+    a component that needs each row's spec gets one. `sql_databases`: a directory of the SQLite databases rows name
+    by `db_id` (`database_schemas`), whose schemas go into the prompts of rows that have none; a row naming a database
+    it does not hold is an error.
     """
     from datasets import DatasetDict, load_dataset
 
@@ -320,6 +359,12 @@ def load_prompts(
         logger.info("%s: rows read as the %s dataset shape (--dataset_shape %s)", name, shape, dataset_shape)
     check_columns(present, columns, components, shape, options)
     task = [*components, *([SHAPE_COMPONENTS[shape]] if shape in SHAPE_COMPONENTS else [])]  # the prompt's task
+    schemas = database_schemas(sql_databases) if sql_databases else None
+    if schemas is not None and "db_id" in present:
+        named = {str(db) for part in raw.values() for db in part["db_id"] if db is not None}
+        if missing := sorted(named - set(schemas)):
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise ValueError(f"--sql_databases {sql_databases} has no database {missing[0]!r}{more} that rows name")
     row_options = {
         "columns": columns,
         "components": tuple(components),
@@ -327,6 +372,7 @@ def load_prompts(
         "tests_in_prompt": tests_in_prompt,
         "options_in_prompt": options_in_prompt,
         "shape": shape,
+        "schemas": schemas,
     }
     return DatasetDict(
         {

@@ -137,6 +137,15 @@ class VerifierScriptArguments:
             "maps nothing. README 'Datasets of other domains' (docs/trainers.md) lists what each maps to."
         },
     )
+    sql_databases: str | None = field(
+        default=None,
+        metadata={
+            "help": "A directory of the SQLite databases text-to-SQL rows name by db_id (NAME.sqlite, or "
+            "NAME/NAME.sqlite as BIRD's dev_databases/ and Spider's database/ ship): a row with no schema of its own "
+            "is shown its database's CREATE statements in the prompt. The verifier runs the queries on the same "
+            "files (VERIFIER_SQL_DATABASES); every db_id must be there."
+        },
+    )
     verifier_url: str = field(
         default=DEFAULT_URL,
         metadata={"help": "Base URL of the verifier service; several, comma-separated, to spread batches over them."},
@@ -265,7 +274,7 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
                 "format_prefilled", "log_timings"),
     "data": ("dataset_name", "dataset_config", "dataset_train_split", "dataset_test_split", "prompt_column",
              "solution_column", "tests_column", "options_column", "tests_in_prompt", "options_in_prompt",
-             "spec_column", "dataset_shape", "max_train_samples", "system_prompt", "check_data"),
+             "spec_column", "dataset_shape", "sql_databases", "max_train_samples", "system_prompt", "check_data"),
 }  # fmt: skip
 # TRL's own flags (GRPOConfig, ModelConfig) that most runs set: name -> (metavar, help); `--help-all` lists them all.
 TRL_FLAGS: dict[str, tuple[str, str]] = {
@@ -488,6 +497,7 @@ def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_
             options_in_prompt=script_args.options_in_prompt,
             dataset_shape=script_args.dataset_shape,
             options=rewards[0].spec.options,
+            sql_databases=script_args.sql_databases,
         )
     except ValueError as exc:
         raise SystemExit(f"error: {script_args.dataset_name}: {exc}") from exc

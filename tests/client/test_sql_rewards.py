@@ -5,14 +5,24 @@ specs."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.client.fakes import FakeVerifier
 from tests.client.test_rewards import call, make_reward
-from trainer_client.data import SQL_SYSTEM_PROMPT, Columns, system_prompt_for, to_row
+from trainer_client.data import (
+    SQL_SYSTEM_PROMPT,
+    Columns,
+    database_schemas,
+    load_prompts,
+    system_prompt_for,
+    to_row,
+)
 from trainer_client.domains import SPEC_COLUMN, detect_shape
 from verifier_service.compat_mapping import CompatConfig, score_item
 from verifier_service.schema import ItemResult, ScoreItem
@@ -83,3 +93,47 @@ def test_a_trainer_route_label_can_be_sql_specs(as_json: bool) -> None:
     item = score_item("```sql\nSELECT 1\n```", json.dumps(label) if as_json else label, CompatConfig(), "labels.0")
     assert item.requested() == ["sql"] and item.sql is not None and item.sql.gold_sql == "SELECT 1"
     assert run_sql(item).reward == 1.0
+
+
+def make_database(path: Path, statements: str) -> str:
+    """A SQLite file made by `statements`; returns its SHA-256 (to show nothing wrote to it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(path)
+    connection.executescript(statements)
+    connection.commit()
+    connection.close()
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+FRPM = "CREATE TABLE frpm (`County Name` TEXT, `Enrollment (K-12)` REAL, `Free Meal Count (K-12)` REAL)"
+
+
+def test_a_bird_row_without_a_schema_is_shown_its_databases_from_sql_databases(tmp_path: Path) -> None:
+    """BIRD's rows name their database and carry no schema: with --sql_databases the prompt gets the database's
+    CREATE statements (BIRD's dev_databases/NAME/NAME.sqlite layout), read without writing to the file."""
+    databases = tmp_path / "dev_databases"
+    digest = make_database(databases / "california_schools" / "california_schools.sqlite", f"{FRPM};")
+    make_database(databases / "concert_singer.sqlite", SCHEMA)  # Spider's files may also lie flat
+    data = tmp_path / "bird.jsonl"
+    data.write_text(json.dumps(BIRD) + "\n" + json.dumps(SPIDER) + "\n")
+    rows = load_prompts(str(data), components=["sql"], system_prompt="", sql_databases=str(databases))["train"]
+    assert rows[0]["prompt"][-1]["content"] == (
+        f"{BIRD['question']}\n\nEvidence: {BIRD['evidence']}\n\nSchema:\n{FRPM};"
+    )
+    assert rows[1]["prompt"][-1]["content"].endswith("Schema:\nCREATE TABLE singer (name TEXT, age INTEGER);")
+    assert json.loads(rows[0][SPEC_COLUMN]) == {"sql": {"gold_sql": BIRD["SQL"], "db": "california_schools"}}
+    path = databases / "california_schools" / "california_schools.sqlite"
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    without = load_prompts(str(data), components=["sql"], system_prompt="")["train"]
+    assert "Schema:" not in without[0]["prompt"][-1]["content"]  # as before: the option is what adds it
+
+
+def test_sql_databases_must_hold_every_database_the_rows_name(tmp_path: Path) -> None:
+    make_database(tmp_path / "dbs" / "concert_singer.db", SCHEMA)
+    data = tmp_path / "bird.jsonl"
+    data.write_text(json.dumps(BIRD) + "\n" + json.dumps(SPIDER) + "\n")
+    with pytest.raises(ValueError, match="has no database 'california_schools' that rows name"):
+        load_prompts(str(data), components=["sql"], system_prompt="", sql_databases=str(tmp_path / "dbs"))
+    (tmp_path / "broken.sqlite").write_bytes(b"not a database" * 100)
+    with pytest.raises(ValueError, match=r"broken\.sqlite is not a readable SQLite database"):
+        database_schemas(tmp_path)
