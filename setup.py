@@ -11,6 +11,13 @@ setup(
             ["verifier_service/scoring/_repetition.c"],
             extra_compile_args=["-O2"],
             optional=True,
-        )
+        ),
+        Extension(
+            "verifier_service.scoring.instructions._langdetect",
+            ["verifier_service/scoring/instructions/_langdetect.c"],
+            extra_compile_args=["-O2", "-ffp-contract=off"],  # no fused multiply-add: langdetect's doubles exactly
+            libraries=["m"],
+            optional=True,
+        ),
     ]
 )
