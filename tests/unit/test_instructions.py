@@ -150,6 +150,17 @@ def test_text_whose_language_cannot_be_decided_follows_no_language_instruction(a
     assert not CHECKS["change_case:english_lowercase"](answer.lower(), {})
 
 
+def test_the_case_checks_read_ascii_text_as_str_does() -> None:
+    """ifeval._is_upper and _is_lower read ASCII text as bytes: the same answers as str.isupper and str.islower."""
+    rng = random.Random(2)
+    alphabet = ["a", "A", "z", "Z", "1", " ", ".", "\n", "_", "@", "[", "`", "{", "é", "É", "ß", "ǅ", "Σ"]
+    for _ in range(5000):
+        letters = alphabet[: rng.choice([13, len(alphabet)])]  # ASCII only, or not
+        text = "".join(rng.choice(letters) for _ in range(rng.randint(0, 8)))
+        assert ifeval._is_upper(text) == text.isupper(), repr(text)
+        assert ifeval._is_lower(text) == text.islower(), repr(text)
+
+
 def test_language_checks(detection: str) -> None:
     french = "Le chat dort sur le canapé pendant que la pluie tombe doucement sur la ville endormie."
     assert CHECKS["language:response_language"](french, {"language": "fr"})

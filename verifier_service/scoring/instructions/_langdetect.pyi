@@ -1,4 +1,5 @@
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 def load(
     word_lang_prob_map: dict[str, list[float]],

