@@ -8,8 +8,9 @@ The semantics are Google's, with these deliberate differences (README, "instruct
 - Keywords, forbidden words, the section splitter and the postscript marker are matched as literal text (Google
   splices them into a regular expression unescaped; IFEval's own kwargs hold no metacharacters, so the verdicts are
   the same), case-insensitively, as substrings (`keywords:existence` finds "cat" in "category", as Google does).
-- Language: a seeded, offline detector (`_language_of`); text it cannot decide (no letters) is *not* followed, where
-  Google counts langdetect's exception as followed for response_language, english_capital and english_lowercase.
+- Language: a seeded, offline detector (`_language_of`: langdetect, Google's detector, in C where it is built, with
+  langdetect's own probabilities); text it cannot decide (no letters) is *not* followed, where Google counts
+  langdetect's exception as followed for response_language, english_capital and english_lowercase.
 - Sentences and capital words are counted without NLTK (`text.py`).
 - Where Google's regular expressions are quadratic on some texts (placeholders, bullets, titles, postscripts) the same
   matches are found by a linear scan.
@@ -107,10 +108,11 @@ def _langdetect() -> tuple[Any, Any, Any]:
 
 
 def _ngrams(detector: Any) -> list[str]:
-    """langdetect 1.0.9's `Detector._extract_ngrams`, the same list in the same order, without its loop over every
-    character: the text is normalized with one `str.translate`, and each word's n-grams (which depend on the word
-    alone: langdetect starts afresh after each space) are found once and remembered. langdetect's sampling draws from
-    this list with its fixed seed, so the language found is the same."""
+    """langdetect 1.0.9's `Detector._extract_ngrams` (for langdetect's Python, where _langdetect.c is not built), the
+    same list in the same order, without its loop over every character: the text is normalized with one
+    `str.translate`, and each word's n-grams (which depend on the word alone: langdetect starts afresh after each
+    space) are found once and remembered. langdetect's sampling draws from this list with its fixed seed, so the
+    language found is the same."""
     words = detector.text.translate(_NORMALIZED).split(" ")
     found: list[str] = []
     for index, word in enumerate(words):
