@@ -58,6 +58,7 @@ SAMPLES = [
     "É",
     "😀 🎉 👍 emoji then words",
     "𝐁𝐨𝐥𝐝 𝐦𝐚𝐭𝐡 letters and ancient 𐌰𐌱𐌲",
+    "a lone \ud800 surrogate, a \x00 and a \ufffd",
     "",
     " ",
     "12345 67890",

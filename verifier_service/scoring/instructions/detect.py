@@ -84,7 +84,7 @@ def _without_mail(text: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _model(factory: Any) -> Any:
-    """The factory's profiles in C (about 0.2 s and 5 MB, once per process), with the state of the random generator
+    """The factory's profiles in C (about 0.1 s and 8 MB, once per process), with the state of the random generator
     that its Detector seeds in `_detect_block` (`self.random.seed(self.seed)`) and the Detector's settings."""
     from langdetect.utils.ngram import NGram
 
