@@ -59,6 +59,9 @@ SAMPLES = [
     "😀 🎉 👍 emoji then words",
     "𝐁𝐨𝐥𝐝 𝐦𝐚𝐭𝐡 letters and ancient 𐌰𐌱𐌲",
     "a lone \ud800 surrogate, a \x00 and a \ufffd",
+    # mostly not Latin: cleaning_text drops the Latin letters
+    "这是一段比较长的中文文本 with English words 混合在一起的内容，拉丁字母在这里会被清除掉。",
+    "Это текст with English words внутри русского предложения, и их меньше.",
     "",
     " ",
     "12345 67890",
@@ -162,6 +165,19 @@ def test_text_past_langdetect_s_10_000_characters_gets_langdetect_s_probabilitie
     texts = [" ".join(rng.choice(words) for _ in range(rng.randint(2000, 4000))) for _ in range(12)]
     texts += ["a" * 9_998 + "      b c d", "word " * 1999 + "  " + "mot " * 100, "x@y.z " * 3000 + " le chat noir"]
     assert_same(texts)
+
+
+def test_threads_detecting_at_once_get_what_one_thread_gets() -> None:
+    """The C part works without the GIL on a model that threads share (and fill, the normalized characters, with it)."""
+    require_compiled()
+    from concurrent.futures import ThreadPoolExecutor
+
+    factory, _, _ = ifeval._langdetect()
+    texts = [sample * 40 for sample in SAMPLES] * 4
+    alone = [detect.probabilities(factory, text) for text in texts]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda text: detect.probabilities(factory, text), texts))
+    assert together == alone
 
 
 def test_e_mail_addresses_are_replaced_as_langdetect_s_pattern_replaces_them() -> None:
