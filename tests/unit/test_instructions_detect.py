@@ -202,6 +202,8 @@ def test_the_model_refuses_what_it_cannot_use() -> None:
     settings = (0.5, 0.05, 7, 1000, 0.99999, 10000.0, 10000)
     with pytest.raises(ValueError, match="a probability per language"):
         compiled.load({"ab": [0.1]}, 2, state, NGram.normalize, settings)
+    with pytest.raises(TypeError, match="floats"):
+        compiled.load({"ab": [1, 0]}, 2, state, NGram.normalize, settings)
     with pytest.raises(ValueError, match="625 integers"):
         compiled.load({"ab": [0.1, 0.0]}, 2, state[:-1], NGram.normalize, settings)
     model = compiled.load({"ab": [0.1, 0.0]}, 2, state, lambda char: "xy", settings)

@@ -147,9 +147,11 @@ static int load_table(Model *m, PyObject *table) {
             return -1;
         }
         for (Py_ssize_t j = 0; j < m->languages; j++) {
-            double p = PyFloat_AsDouble(PyList_GET_ITEM(probs, j));
-            if (p == -1.0 && PyErr_Occurred()) return -1;
-            entries += p != 0.0;
+            if (!PyFloat_Check(PyList_GET_ITEM(probs, j))) {
+                PyErr_SetString(PyExc_TypeError, "the probabilities must be floats");
+                return -1;
+            }
+            entries += PyFloat_AS_DOUBLE(PyList_GET_ITEM(probs, j)) != 0.0;
         }
     }
     uint64_t slots = 16;
@@ -184,7 +186,7 @@ static int load_table(Model *m, PyObject *table) {
         m->slots[slot].row = row;
         m->row_start[row++] = entry;
         for (Py_ssize_t j = 0; j < m->languages; j++) {
-            double p = PyFloat_AS_DOUBLE(PyList_GET_ITEM(probs, j)); /* checked above */
+            double p = PyFloat_AS_DOUBLE(PyList_GET_ITEM(probs, j)); /* a float: checked above */
             if (p != 0.0) {
                 m->entry_language[entry] = (uint8_t)j;
                 m->entry_prob[entry++] = p;
