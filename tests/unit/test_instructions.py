@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from verifier_service.schema import InstructionsSpec, ScoreItem
-from verifier_service.scoring.instructions import CHECKS, ifeval, score, variants
+from verifier_service.scoring.instructions import CHECKS, detect, ifeval, score, variants
 from verifier_service.scoring.instructions import text as split
 from verifier_service.scoring.instructions.text import count_capital_words, count_sentences, count_words, word_tokens
 
@@ -122,7 +122,18 @@ def test_loose_mode_tries_ifeval_s_eight_variants() -> None:
 ENGLISH = "The quick brown fox jumps over the lazy dog while the farmer watches from the old wooden porch."
 
 
-def test_language_detection_is_deterministic() -> None:
+@pytest.fixture(params=["compiled", "python"])
+def detection(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test that takes it runs with langdetect in C (scoring/instructions/_langdetect.c), and again with
+    langdetect's Python (tests/unit/test_instructions_detect.py compares the two)."""
+    if request.param == "compiled" and detect.COMPILED is None:
+        pytest.skip("scoring/instructions/_langdetect.c is not built")
+    if request.param == "python":
+        monkeypatch.setattr(detect, "COMPILED", None)
+    return str(request.param)
+
+
+def test_language_detection_is_deterministic(detection: str) -> None:
     """langdetect#120: an all-caps English sentence was en 96 times and de 4 in 100 unseeded runs."""
     text = "HELLO MY FRIEND, HOW ARE YOU TODAY? I HOPE YOU ARE WELL AND HAPPY."
     assert len({ifeval._language_of(text) for _ in range(100)}) == 1
@@ -131,7 +142,7 @@ def test_language_detection_is_deterministic() -> None:
 
 
 @pytest.mark.parametrize("answer", ["12345 67890", "!!! ??? ...", "1 + 1 = 2"])
-def test_text_whose_language_cannot_be_decided_follows_no_language_instruction(answer: str) -> None:
+def test_text_whose_language_cannot_be_decided_follows_no_language_instruction(answer: str, detection: str) -> None:
     """Google counts langdetect's exception as followed: a free pass for digits and symbols."""
     assert ifeval._language_of(answer) is None
     assert judged(answer, ["language:response_language"], [{"language": "en"}])[1] == "not_followed"
@@ -139,7 +150,18 @@ def test_text_whose_language_cannot_be_decided_follows_no_language_instruction(a
     assert not CHECKS["change_case:english_lowercase"](answer.lower(), {})
 
 
-def test_language_checks() -> None:
+def test_the_case_checks_read_ascii_text_as_str_does() -> None:
+    """ifeval._is_upper and _is_lower read ASCII text as bytes: the same answers as str.isupper and str.islower."""
+    rng = random.Random(2)
+    alphabet = ["a", "A", "z", "Z", "1", " ", ".", "\n", "_", "@", "[", "`", "{", "é", "É", "ß", "ǅ", "Σ"]
+    for _ in range(5000):
+        letters = alphabet[: rng.choice([13, len(alphabet)])]  # ASCII only, or not
+        text = "".join(rng.choice(letters) for _ in range(rng.randint(0, 8)))
+        assert ifeval._is_upper(text) == text.isupper(), repr(text)
+        assert ifeval._is_lower(text) == text.islower(), repr(text)
+
+
+def test_language_checks(detection: str) -> None:
     french = "Le chat dort sur le canapé pendant que la pluie tombe doucement sur la ville endormie."
     assert CHECKS["language:response_language"](french, {"language": "fr"})
     assert not CHECKS["language:response_language"](ENGLISH, {"language": "fr"})
@@ -307,10 +329,11 @@ def test_langdetect_s_n_grams_are_found_as_langdetect_finds_them() -> None:
 
 
 def test_a_langdetect_failure_other_than_no_letters_is_never_a_silent_not_followed(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, detection: str
 ) -> None:
     """langdetect's own loading race (NeedLoadProfileError: a thread that finds the factory before its profiles) or any
-    error but "no letters" leaves the item unjudged (internal_error, null), never a quiet 0."""
+    error but "no letters" leaves the item unjudged (internal_error, null), never a quiet 0. (In C, the detector is
+    created once, when the profiles are copied: the first call of a process.)"""
     from langdetect.detector_factory import DetectorFactory
     from langdetect.lang_detect_exception import ErrorCode, LangDetectException
 
@@ -320,6 +343,7 @@ def test_a_langdetect_failure_other_than_no_letters_is_never_a_silent_not_follow
         raise LangDetectException(ErrorCode.NeedLoadProfileError, "Need to load profiles.")
 
     monkeypatch.setattr(DetectorFactory, "_create_detector", broken)
+    detect._model.cache_clear()
     ids = {"instruction_ids": ["language:response_language"], "kwargs": [{"language": "en"}]}
     item = ScoreItem.model_validate({"completion": "This is plainly English text.", "instructions": ids})
     with pytest.raises(LangDetectException):  # scoring.texts makes a scorer's raise internal_error (null)

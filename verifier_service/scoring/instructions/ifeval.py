@@ -8,8 +8,9 @@ The semantics are Google's, with these deliberate differences (README, "instruct
 - Keywords, forbidden words, the section splitter and the postscript marker are matched as literal text (Google
   splices them into a regular expression unescaped; IFEval's own kwargs hold no metacharacters, so the verdicts are
   the same), case-insensitively, as substrings (`keywords:existence` finds "cat" in "category", as Google does).
-- Language: a seeded, offline detector (`_language_of`); text it cannot decide (no letters) is *not* followed, where
-  Google counts langdetect's exception as followed for response_language, english_capital and english_lowercase.
+- Language: a seeded, offline detector (`_language_of`: langdetect, Google's detector, in C where it is built, with
+  langdetect's own probabilities); text it cannot decide (no letters) is *not* followed, where Google counts
+  langdetect's exception as followed for response_language, english_capital and english_lowercase.
 - Sentences and capital words are counted without NLTK (`text.py`).
 - Where Google's regular expressions are quadratic on some texts (placeholders, bullets, titles, postscripts) the same
   matches are found by a linear scan.
@@ -24,6 +25,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from verifier_service.scoring.instructions import detect
 from verifier_service.scoring.instructions import text as split
 
 Check = Callable[[str, dict[str, Any]], bool]
@@ -72,9 +74,13 @@ def _language_of(text: str) -> str | None:
     decided (no letters). Not scoring/langid.py's fastText model, which the `language` component uses: on the
     responses where the two differ in IFEval's archived run, langdetect was right 4 times in 5 (Swahili, Nepali, short
     all-caps English), and it keeps the checks in agreement with Google's (tests/unit/test_instructions_google.py).
-    It is `langdetect.detect` with the detector's n-gram list made by `_ngrams` (the same list, three times faster).
-    Any other langdetect error raises (the item is null, internal_error): never a silent "not followed"."""
+    It is `langdetect.detect`, in C where setup.py built `_langdetect.c` (detect.py: the same probabilities to the bit,
+    about 30 times faster), else langdetect's Python with the detector's n-gram list made by `_ngrams` (the same list,
+    three times faster). Any other langdetect error raises (the item is null, internal_error): never a silent "not
+    followed"."""
     factory, error_type, error_code = _langdetect()
+    if detect.COMPILED is not None:
+        return detect.language_of(factory, text)
     try:
         detector = factory.create()
         detector.append(text)
@@ -102,10 +108,11 @@ def _langdetect() -> tuple[Any, Any, Any]:
 
 
 def _ngrams(detector: Any) -> list[str]:
-    """langdetect 1.0.9's `Detector._extract_ngrams`, the same list in the same order, without its loop over every
-    character: the text is normalized with one `str.translate`, and each word's n-grams (which depend on the word
-    alone: langdetect starts afresh after each space) are found once and remembered. langdetect's sampling draws from
-    this list with its fixed seed, so the language found is the same."""
+    """langdetect 1.0.9's `Detector._extract_ngrams` (for langdetect's Python, where _langdetect.c is not built), the
+    same list in the same order, without its loop over every character: the text is normalized with one
+    `str.translate`, and each word's n-grams (which depend on the word alone: langdetect starts afresh after each
+    space) are found once and remembered. langdetect's sampling draws from this list with its fixed seed, so the
+    language found is the same."""
     words = detector.text.translate(_NORMALIZED).split(" ")
     found: list[str] = []
     for index, word in enumerate(words):
@@ -344,11 +351,22 @@ def capital_word_frequency(response: str, kwargs: dict[str, Any]) -> bool:
 
 
 def english_capital(response: str, kwargs: dict[str, Any]) -> bool:
-    return response.isupper() and _language_of(response) == "en"
+    return _is_upper(response) and _language_of(response) == "en"
 
 
 def english_lowercase(response: str, kwargs: dict[str, Any]) -> bool:
-    return response.islower() and _language_of(response) == "en"
+    return _is_lower(response) and _language_of(response) == "en"
+
+
+def _is_upper(text: str) -> bool:
+    """`str.isupper`; for ASCII text by `bytes.isupper`, the same definition there (a capital and no small letter:
+    the only cased ASCII characters are letters), five times faster (0.03 ms on 32,000 characters)."""
+    return text.encode("ascii").isupper() if text.isascii() else text.isupper()
+
+
+def _is_lower(text: str) -> bool:
+    """`str.islower`; for ASCII text by `bytes.islower`, as `_is_upper`."""
+    return text.encode("ascii").islower() if text.isascii() else text.islower()
 
 
 def no_comma(response: str, kwargs: dict[str, Any]) -> bool:
