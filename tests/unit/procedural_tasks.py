@@ -1,6 +1,7 @@
 """The worker function for tests of the `procedural` component with stand-in datasets: it registers, in the worker
 process, reasoning-gym datasets whose scorers misbehave on purpose (no real dataset is known to loop), then runs the
-task as the service's worker does."""
+task as the service's worker does. The stand-in evals any other answer as string_insertion's scorer does, with no
+guard: what a hostile answer that got through a scorer could do. `Probe` reads the worker's state."""
 
 from __future__ import annotations
 
@@ -34,10 +35,10 @@ def _register() -> None:
             return {"question": "say ok", "answer": "ok", "metadata": {}}
 
         def score_answer(self, answer: str | None, entry: dict[str, Any]) -> float:
-            if answer == "loop":  # Python bytecode: the worker's own timer interrupts it
+            if answer == "loop":  # the worker kills its fork at the job's timeout
                 while True:
                     pass
-            if answer == "stubborn":  # a bare except swallows the worker's timer: only the pool's kill stops it
+            if answer == "stubborn":  # a bare except swallows what Python raises: a kill stops it
                 while True:
                     with contextlib.suppress(BaseException):
                         time.sleep(0.01)
@@ -49,10 +50,28 @@ def _register() -> None:
                 os._exit(9)
             if answer == "nan":
                 return float("nan")
-            return 1.0 if answer == entry["answer"] else 0.0
+            if answer == entry["answer"]:
+                return 1.0
+            try:  # a list of letters written for the answer, read as string_insertion.py:88 reads it
+                return 1.0 if answer and "".join(eval(answer)) == entry["answer"] else 0.0
+            except Exception:
+                return 0.0
 
     if "stand_in" not in DATASETS:
         register_dataset("stand_in", StandIn, _Config)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A task that reports what later tasks in this worker depend on: the module that math's `verify` and the
+    procedural guard's `refusal` come from (a patched one comes from the code that patched it)."""
+
+    def run(self) -> tuple[str, str]:
+        import math_verify
+
+        from verifier_service.scoring import procedural
+
+        return math_verify.verify.__module__, procedural.refusal.__module__
 
 
 def run(task: Any) -> Any:

@@ -1,7 +1,7 @@
 """The `procedural` component (reasoning-gym's own scorers): every registered dataset's generated entries, stored as
 JSON, score their own answer through the component's path as the library scores it in process; the spec's checks;
 the answer's extraction; and, in real worker processes, a scorer that raises, loops, ignores its timer or kills its
-worker is null while the next item is scored."""
+process is null while the next item is scored (test_procedural_isolation.py: nothing it does reaches the worker)."""
 
 from __future__ import annotations
 
@@ -64,6 +64,14 @@ def through_component(answer: str, dataset: str, entry: dict[str, Any]) -> Compo
     job = prepared(item(answer, dataset, entry, partial_credit=True))
     assert isinstance(job, ProceduralJob), job
     return job.run()
+
+
+def scored_here(answer: str, dataset: str, entry: dict[str, Any]) -> ComponentResult:
+    """The component's path as `through_component`, with the scorer run in this process (`ProceduralJob.scored`, what
+    the worker's throwaway fork runs), so that what it does here can be watched."""
+    job = prepared(item(answer, dataset, entry, partial_credit=True))
+    assert isinstance(job, ProceduralJob), job
+    return job.scored(procedural.dataset_scorer(dataset))
 
 
 def generated(name: str, **config: Any) -> list[dict[str, Any]]:
@@ -251,10 +259,10 @@ def test_a_scorer_that_raises_loops_or_kills_its_worker_is_null_and_the_next_ite
         "raise": (None, "scorer_error"),
         "exit": (None, "scorer_error"),
         "nan": (None, "scorer_error"),
-        "loop": (None, "timeout"),  # the worker's own timer
+        "loop": (None, "timeout"),  # the worker kills its fork at the job's timeout
         "ok": (1.0, "correct"),
-        "die": (None, "worker_crashed"),
-        "stubborn": (None, "timeout"),  # the pool's backstop
+        "die": (None, "worker_crashed"),  # the fork died; the worker lives on
+        "stubborn": (None, "timeout"),  # likewise: a kill, which no except clause swallows
         "wrong": (0.0, "wrong"),
     }
 
