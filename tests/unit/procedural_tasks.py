@@ -35,10 +35,10 @@ def _register() -> None:
             return {"question": "say ok", "answer": "ok", "metadata": {}}
 
         def score_answer(self, answer: str | None, entry: dict[str, Any]) -> float:
-            if answer == "loop":  # the worker kills its fork at the job's timeout
+            if answer == "loop":  # Python bytecode: the fork's own timer interrupts it
                 while True:
                     pass
-            if answer == "stubborn":  # a bare except swallows what Python raises: a kill stops it
+            if answer == "stubborn":  # a bare except swallows the timer: only a kill stops it
                 while True:
                     with contextlib.suppress(BaseException):
                         time.sleep(0.01)

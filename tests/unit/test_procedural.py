@@ -228,7 +228,9 @@ def test_without_reasoning_gym_every_item_is_null_and_the_catalogue_says_so(monk
 
 def stand_in_results(answers: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple[float | None, str]]:
     """Each answer's (score, verdict) from the stand-in dataset's scorer (tests/unit/procedural_tasks.py), run in
-    two real worker processes as the engine runs them, with a 0.5 s limit and a 1 s backstop."""
+    two real worker processes as the engine runs them, with a 0.5 s limit, the fork killed 0.5 s past it and the
+    pool's backstop 1 s past it."""
+    monkeypatch.setattr(procedural, "KILL_AFTER_S", 0.5)
     monkeypatch.setattr(procedural, "COLD_START_S", 1.0)
 
     async def main() -> dict[str, tuple[float | None, str]]:
@@ -259,10 +261,10 @@ def test_a_scorer_that_raises_loops_or_kills_its_worker_is_null_and_the_next_ite
         "raise": (None, "scorer_error"),
         "exit": (None, "scorer_error"),
         "nan": (None, "scorer_error"),
-        "loop": (None, "timeout"),  # the worker kills its fork at the job's timeout
+        "loop": (None, "timeout"),  # the fork's own timer
         "ok": (1.0, "correct"),
         "die": (None, "worker_crashed"),  # the fork died; the worker lives on
-        "stubborn": (None, "timeout"),  # likewise: a kill, which no except clause swallows
+        "stubborn": (None, "timeout"),  # it swallows the timer: the worker kills the fork
         "wrong": (0.0, "wrong"),
     }
 

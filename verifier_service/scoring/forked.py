@@ -56,9 +56,14 @@ def run_forked(call: Callable[[], str], timeout_s: float) -> str:
     """
     read_fd, write_fd = os.pipe()
     parent = os.getpid()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # threads at the fork: see the module's docstring
-        pid = os.fork()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # threads at the fork: see the module's docstring
+            pid = os.fork()
+    except OSError:  # no process to be had (EAGAIN, ENOMEM): the caller's error, its item internal_error
+        os.close(read_fd)
+        os.close(write_fd)
+        raise
     if pid == 0:
         _child(call, write_fd, parent)
     os.close(write_fd)
