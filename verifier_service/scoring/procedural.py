@@ -15,10 +15,10 @@ result (`returned` takes only a scorer's verdicts and a score in [0, 1]), write 
 the entry is trusted (some scorers eval or sympy-parse its fields, in the fork too).
 
 Time: the fork times the scorer call itself (`timed`: the import of reasoning-gym, about 1.5 s, and building a
-dataset's scorer, up to 1 s, happen once per worker and are not the answer's fault; so is the fork, a few ms per job
-on a warm worker); the worker kills a fork that overruns that by `KILL_AFTER_S` (a loop in C code, which no signal
-interrupts), and the pool kills a worker that overruns it by `COLD_START_S` (the fork dies with it). All are
-`timeout`, null; a fork that dies without a result is `worker_crashed`, null.
+dataset's scorer, up to 1 s, happen once per worker and are not the answer's fault; nor is the fork, which grows
+with the worker's memory: 4 to 25 ms); the worker kills a fork that overruns that by `KILL_AFTER_S` (a loop in C
+code, which no signal interrupts), and the pool kills a worker that overruns it by `COLD_START_S` (the fork dies
+with it). All are `timeout`, null; a fork that dies without a result is `worker_crashed`, null.
 
 Where it differs from NeMo-Gym's reasoning_gym server: a scorer that raises is null (`scorer_error`), not 0; a
 score below 1 is 0 unless the spec asks for partial credit; ARC grids are given back their tuples (`restored`); an
