@@ -1,7 +1,8 @@
 """The worker function for tests of the `procedural` component with stand-in datasets: it registers, in the worker
 process, reasoning-gym datasets whose scorers misbehave on purpose (no real dataset is known to loop), then runs the
-task as the service's worker does. The stand-in evals any other answer as string_insertion's scorer does, with no
-guard: what a hostile answer that got through a scorer could do. `Probe` reads the worker's state."""
+task as the service's worker does. The stand-in evals any other answer as string_insertion's scorer does, and its
+guard lets everything through: what a hostile answer that got past a guard could do (it runs forked, as the nine
+guarded datasets' scorers do). `Probe` reads the worker's state."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ class _Config:
 def _register() -> None:
     from reasoning_gym.dataset import ProceduralDataset
     from reasoning_gym.factory import DATASETS, register_dataset
+
+    from verifier_service.scoring.procedural_guard import GUARDS
 
     class StandIn(ProceduralDataset):
         def __init__(self, config: _Config) -> None:
@@ -59,6 +62,7 @@ def _register() -> None:
 
     if "stand_in" not in DATASETS:
         register_dataset("stand_in", StandIn, _Config)
+        GUARDS["stand_in"] = lambda answer, entry: None  # a scorer that evals the answer, whose guard let it through
 
 
 @dataclass(frozen=True)

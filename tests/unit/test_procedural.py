@@ -229,9 +229,9 @@ def test_without_reasoning_gym_every_item_is_null_and_the_catalogue_says_so(monk
 def stand_in_results(answers: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple[float | None, str]]:
     """Each answer's (score, verdict) from the stand-in dataset's scorer (tests/unit/procedural_tasks.py), run in
     two real worker processes as the engine runs them, with a 0.5 s limit, the fork killed 0.5 s past it and the
-    pool's backstop 1 s past it."""
+    pool's backstop 2 s past it."""
     monkeypatch.setattr(procedural, "KILL_AFTER_S", 0.5)
-    monkeypatch.setattr(procedural, "COLD_START_S", 1.0)
+    monkeypatch.setattr(procedural, "COLD_START_S", 2.0)
 
     async def main() -> dict[str, tuple[float | None, str]]:
         pool = WorkerPool(2, "tests.unit.procedural_tasks:run")
@@ -242,9 +242,10 @@ def stand_in_results(answers: list[str], monkeypatch: pytest.MonkeyPatch) -> dic
             jobs = {ProceduralJob("stand_in", entry, answer, False, 0.5): [i] for i, answer in enumerate(answers)}
             loop = asyncio.get_running_loop()
             # The first job a worker runs imports reasoning-gym (~1.5 s): outside the scorer's timer, within the
-            # pool's limit; warmed here so that the 1 s backstop below measures only the scorers.
-            await scorer.run({ProceduralJob("stand_in", entry, "ok", False, 0.5): [0]}, loop.time() + 60, object())
-            await scorer.run({ProceduralJob("stand_in", entry, "ok ", False, 0.5): [0]}, loop.time() + 60, object())
+            # pool's limit; warmed here so that the backstop below measures only the scorers.
+            # Two jobs at once: one for each worker (two in turn could both go to the first).
+            warm = {ProceduralJob("stand_in", entry, answer, False, 0.5): [0] for answer in ("ok", "ok ")}
+            await scorer.run(warm, loop.time() + 60, object())
             done = await scorer.run(jobs, loop.time() + 60, owner=object())
             return {job.answer: (result.score, result.verdict) for job, result in done.items()}
         finally:

@@ -16,9 +16,10 @@ from typing import Any, TypeVar
 import pytest
 
 from tests.unit.procedural_tasks import Probe
-from tests.unit.test_procedural import countdown_entry
+from tests.unit.test_procedural import countdown_entry, generated
 from verifier_service.pool import TaskTimeout, WorkerPool
 from verifier_service.schema import ComponentResult, MathOptions
+from verifier_service.scoring import forked, procedural
 from verifier_service.scoring.math import MathTask
 from verifier_service.scoring.procedural import ProceduralJob
 
@@ -145,3 +146,22 @@ def test_a_scorer_killed_by_a_signal_is_null_and_its_worker_lives_on() -> None:
     assert (killed.score, killed.verdict) == (None, "worker_crashed")
     assert killed.detail == "the scorer's process ended without a result (killed by SIGKILL)"
     assert (next_one.score, next_one.verdict) == (1.0, "correct") and same_worker
+
+
+@pytest.mark.parametrize(("dataset", "forks"), [("countdown", True), ("chain_sum", False)])
+def test_only_the_scorers_that_compile_the_answer_run_forked(
+    dataset: str, forks: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The nine guarded scorers (countdown among them) run in a fork; the others, which read the answer as data,
+    in the worker: a fork costs more than they do. Right answers score 1 either way."""
+    entry = generated(dataset)[0]
+    calls: list[float] = []
+
+    def counted(call: Callable[[], str], timeout_s: float) -> str:
+        calls.append(timeout_s)
+        return forked.run_forked(call, timeout_s)
+
+    monkeypatch.setattr(procedural, "run_forked", counted)
+    job = ProceduralJob(dataset, json.dumps(entry), str(entry["answer"]), False, 5.0)
+    assert job.run().verdict == "correct"
+    assert len(calls) == (1 if forks else 0)
