@@ -697,7 +697,8 @@ _DB_NAME = r"^[A-Za-z0-9][\w.-]{0,63}$"
 class SqlSpec(ComponentSpec):
     """Text-to-SQL execution match: the answer's last ```sql block runs on a fresh SQLite database built from
     `schema_sql` (or on a read-only database the server names, `db`), read-only, with a deadline that interrupts it;
-    its rows are compared with the gold query's by value. 1 match, 0 otherwise; a gold query that fails is null."""
+    its rows are compared with the gold query's by value. 1 match, 0 otherwise (`executable_bonus` for rows that
+    differ); a gold query that fails is null."""
 
     role = "primary"
     verdicts = (
@@ -732,7 +733,17 @@ class SqlSpec(ComponentSpec):
     timeout_s: StrictFloat = Field(
         5.0, gt=0, le=30, description="Each query is interrupted after this long (the predicted one then scores 0)."
     )
+    executable_bonus: StrictFloat = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="The score of a predicted query that ran to its end but whose rows differ from the gold's "
+        "(mismatch); every other wrong answer still scores 0. Arctic-Text2SQL-R1 pays 0.1; 0: none.",
+    )
     think_tag: str = _think_tag()
+
+    def partial_credit(self) -> bool:
+        return self.executable_bonus > 0  # a wrong query that ran scores above 0
 
     @model_validator(mode="after")
     def _one_database(self) -> SqlSpec:

@@ -52,6 +52,11 @@ ECHOES = {
         "unknown key 'maht'; did you mean 'math'?",
     ),
     "a weight for an unrequested component": ([item(weights={"code": 1.0})], "items.0", "does not request: code"),
+    "an sql bonus of 1": (
+        [{"completion": "x", "sql": {"schema_sql": "", "gold_sql": "SELECT 1", "executable_bonus": 1}}],
+        "items.0.sql.executable_bonus",
+        "less than 1",
+    ),
     "a bad value": (
         [item(math={"gold": "4", "options": {"language": SECRET}})],
         "items.0.math.options.language",

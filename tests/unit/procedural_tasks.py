@@ -1,6 +1,8 @@
 """The worker function for tests of the `procedural` component with stand-in datasets: it registers, in the worker
 process, reasoning-gym datasets whose scorers misbehave on purpose (no real dataset is known to loop), then runs the
-task as the service's worker does."""
+task as the service's worker does. The stand-in evals any other answer as string_insertion's scorer does, and its
+guard lets everything through: what a hostile answer that got past a guard could do (it runs forked, as the nine
+guarded datasets' scorers do). `Probe` reads the worker's state."""
 
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ def _register() -> None:
     from reasoning_gym.dataset import ProceduralDataset
     from reasoning_gym.factory import DATASETS, register_dataset
 
+    from verifier_service.scoring.procedural_guard import GUARDS
+
     class StandIn(ProceduralDataset):
         def __init__(self, config: _Config) -> None:
             super().__init__(config=config, seed=config.seed, size=config.size)
@@ -34,10 +38,10 @@ def _register() -> None:
             return {"question": "say ok", "answer": "ok", "metadata": {}}
 
         def score_answer(self, answer: str | None, entry: dict[str, Any]) -> float:
-            if answer == "loop":  # Python bytecode: the worker's own timer interrupts it
+            if answer == "loop":  # Python bytecode: the fork's own timer interrupts it
                 while True:
                     pass
-            if answer == "stubborn":  # a bare except swallows the worker's timer: only the pool's kill stops it
+            if answer == "stubborn":  # a bare except swallows the timer: only a kill stops it
                 while True:
                     with contextlib.suppress(BaseException):
                         time.sleep(0.01)
@@ -49,10 +53,29 @@ def _register() -> None:
                 os._exit(9)
             if answer == "nan":
                 return float("nan")
-            return 1.0 if answer == entry["answer"] else 0.0
+            if answer == entry["answer"]:
+                return 1.0
+            try:  # a list of letters written for the answer, read as string_insertion.py:88 reads it
+                return 1.0 if answer and "".join(eval(answer)) == entry["answer"] else 0.0
+            except Exception:
+                return 0.0
 
     if "stand_in" not in DATASETS:
         register_dataset("stand_in", StandIn, _Config)
+        GUARDS["stand_in"] = lambda answer, entry: None  # a scorer that evals the answer, whose guard let it through
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A task that reports what later tasks in this worker depend on: the module that math's `verify` and the
+    procedural guard's `refusal` come from (a patched one comes from the code that patched it)."""
+
+    def run(self) -> tuple[str, str]:
+        import math_verify
+
+        from verifier_service.scoring import procedural
+
+        return math_verify.verify.__module__, procedural.refusal.__module__
 
 
 def run(task: Any) -> Any:

@@ -29,6 +29,7 @@ PRIMARIES: dict[str, dict[str, Any]] = {  # name -> its spec; partial: whether a
     "code": {"code": {"tests": [{"type": "call", "fn": "f", "expected": 1}]}},
     "json_schema": {"json_schema": {"schema": {"type": "object"}}},
     "sql": {"sql": {"schema_sql": "", "gold_sql": "SELECT 1"}},
+    "sql executable bonus": {"sql": {"schema_sql": "", "gold_sql": "SELECT 1", "executable_bonus": 0.1}},
     "procedural": {"procedural": {"dataset": "chain_sum", "entry": {"question": "1+1", "answer": "2", "metadata": {}}}},
     "procedural partial": {
         "procedural": {
@@ -40,7 +41,7 @@ PRIMARIES: dict[str, dict[str, Any]] = {  # name -> its spec; partial: whether a
     "instructions all": {"instructions": {"instruction_ids": ["punctuation:no_comma"]}},
     "instructions fraction": {"instructions": {"instruction_ids": ["punctuation:no_comma"], "grading": "fraction"}},
 }
-PARTIAL = {"answer f1", "code", "procedural partial", "instructions fraction"}
+PARTIAL = {"answer f1", "code", "procedural partial", "instructions fraction", "sql executable bonus"}
 SHAPES: dict[str, dict[str, Any]] = {
     "cosine": {"max_tokens": MAX_TOKENS},  # right [0.5, 1], wrong [-1, -0.5]
     "kimi": {"max_tokens": MAX_TOKENS, "correct_short": 0.5, "correct_long": -0.5, "wrong_short": 0.0,

@@ -1,7 +1,7 @@
 """The `procedural` component (reasoning-gym's own scorers): every registered dataset's generated entries, stored as
 JSON, score their own answer through the component's path as the library scores it in process; the spec's checks;
 the answer's extraction; and, in real worker processes, a scorer that raises, loops, ignores its timer or kills its
-worker is null while the next item is scored."""
+process is null while the next item is scored (test_procedural_isolation.py: nothing it does reaches the worker)."""
 
 from __future__ import annotations
 
@@ -64,6 +64,14 @@ def through_component(answer: str, dataset: str, entry: dict[str, Any]) -> Compo
     job = prepared(item(answer, dataset, entry, partial_credit=True))
     assert isinstance(job, ProceduralJob), job
     return job.run()
+
+
+def scored_here(answer: str, dataset: str, entry: dict[str, Any]) -> ComponentResult:
+    """The component's path as `through_component`, with the scorer run in this process (`ProceduralJob.scored`, what
+    the worker's throwaway fork runs), so that what it does here can be watched."""
+    job = prepared(item(answer, dataset, entry, partial_credit=True))
+    assert isinstance(job, ProceduralJob), job
+    return job.scored(procedural.dataset_scorer(dataset))
 
 
 def generated(name: str, **config: Any) -> list[dict[str, Any]]:
@@ -220,8 +228,10 @@ def test_without_reasoning_gym_every_item_is_null_and_the_catalogue_says_so(monk
 
 def stand_in_results(answers: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple[float | None, str]]:
     """Each answer's (score, verdict) from the stand-in dataset's scorer (tests/unit/procedural_tasks.py), run in
-    two real worker processes as the engine runs them, with a 0.5 s limit and a 1 s backstop."""
-    monkeypatch.setattr(procedural, "COLD_START_S", 1.0)
+    two real worker processes as the engine runs them, with a 0.5 s limit, the fork killed 0.5 s past it and the
+    pool's backstop 2 s past it."""
+    monkeypatch.setattr(procedural, "KILL_AFTER_S", 0.5)
+    monkeypatch.setattr(procedural, "COLD_START_S", 2.0)
 
     async def main() -> dict[str, tuple[float | None, str]]:
         pool = WorkerPool(2, "tests.unit.procedural_tasks:run")
@@ -232,9 +242,10 @@ def stand_in_results(answers: list[str], monkeypatch: pytest.MonkeyPatch) -> dic
             jobs = {ProceduralJob("stand_in", entry, answer, False, 0.5): [i] for i, answer in enumerate(answers)}
             loop = asyncio.get_running_loop()
             # The first job a worker runs imports reasoning-gym (~1.5 s): outside the scorer's timer, within the
-            # pool's limit; warmed here so that the 1 s backstop below measures only the scorers.
-            await scorer.run({ProceduralJob("stand_in", entry, "ok", False, 0.5): [0]}, loop.time() + 60, object())
-            await scorer.run({ProceduralJob("stand_in", entry, "ok ", False, 0.5): [0]}, loop.time() + 60, object())
+            # pool's limit; warmed here so that the backstop below measures only the scorers.
+            # Two jobs at once: one for each worker (two in turn could both go to the first).
+            warm = {ProceduralJob("stand_in", entry, answer, False, 0.5): [0] for answer in ("ok", "ok ")}
+            await scorer.run(warm, loop.time() + 60, object())
             done = await scorer.run(jobs, loop.time() + 60, owner=object())
             return {job.answer: (result.score, result.verdict) for job, result in done.items()}
         finally:
@@ -251,10 +262,10 @@ def test_a_scorer_that_raises_loops_or_kills_its_worker_is_null_and_the_next_ite
         "raise": (None, "scorer_error"),
         "exit": (None, "scorer_error"),
         "nan": (None, "scorer_error"),
-        "loop": (None, "timeout"),  # the worker's own timer
+        "loop": (None, "timeout"),  # the fork's own timer
         "ok": (1.0, "correct"),
-        "die": (None, "worker_crashed"),
-        "stubborn": (None, "timeout"),  # the pool's backstop
+        "die": (None, "worker_crashed"),  # the fork died; the worker lives on
+        "stubborn": (None, "timeout"),  # it swallows the timer: the worker kills the fork
         "wrong": (0.0, "wrong"),
     }
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_procedural import generated, through_component
+from tests.unit.test_procedural import generated, scored_here, through_component
 from verifier_service.procedural_datasets import DATASETS
 from verifier_service.scoring.procedural import judged
 from verifier_service.scoring.procedural_guard import GUARDS, refusal
@@ -60,8 +60,9 @@ def test_a_hostile_answer_writes_no_file_and_scores_0(name: str, tmp_path: Path)
 
 
 def test_no_dataset_compiles_an_answer_that_names_something() -> None:
-    """Every dataset, through the component in this process, on answers a scorer could eval: none reaches
-    compile(). An audit hook cannot be removed: it stays in this test process, and ignores all but MARK."""
+    """Every dataset, through the component with its scorer in this process (not in a fork, whose compile() the hook
+    here would not see), on answers a scorer could eval: none reaches compile(). An audit hook cannot be removed: it
+    stays in this test process, and ignores all but MARK."""
     sys.addaudithook(_watch)
     reached = {}
     for name in sorted(DATASETS):
@@ -69,7 +70,7 @@ def test_no_dataset_compiles_an_answer_that_names_something() -> None:
         own = str(entry["answer"])
         for answer in (MARK, f"[{MARK}]", f"{MARK}(1)", f"({own}) + {MARK}", f"{own} {MARK}"):
             _compiled.clear()
-            through_component(answer, name, entry)
+            scored_here(answer, name, entry)
             if _compiled:
                 reached.setdefault(name, []).append(answer)
     assert reached == {}

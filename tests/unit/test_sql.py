@@ -88,6 +88,37 @@ def test_a_cross_join_of_millions_of_rows_is_capped() -> None:
     assert run("SELECT 1", gold=pred, schema_sql=schema)[:2] == (None, "gold_error")
 
 
+RUNAWAY = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+BONUS_CASES = [  # (predicted query, verdict, its score with executable_bonus 0.1)
+    ("SELECT x FROM t", "match", 1.0),
+    ("SELECT y FROM t", "mismatch", 0.1),
+    ("SELECT x FROM t WHERE x > 5", "mismatch", 0.1),  # no rows: it ran
+    ("SELEC x FROM t", "pred_error", 0.0),
+    ("SELECT nothing FROM t", "pred_error", 0.0),
+    ("DELETE FROM t", "write_attempt", 0.0),
+    (RUNAWAY, "timeout", 0.0),
+    # stopped at the row cap: it did not run to its end
+    ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 200000) SELECT x FROM c", "mismatch", 0.0),
+]
+
+
+@pytest.mark.parametrize(("pred", "verdict", "score"), BONUS_CASES)
+def test_an_executable_bonus_scores_a_query_that_ran_to_its_end_with_other_rows_and_nothing_else(
+    pred: str, verdict: str, score: float
+) -> None:
+    """Arctic-Text2SQL-R1's reward: 1 correct, 0.1 executable, 0 otherwise; without the option, 0 for all but match."""
+    timeout_s = 0.3 if pred == RUNAWAY else 5.0
+    assert run(pred, timeout_s=timeout_s, executable_bonus=0.1)[:2] == (score, verdict)
+    assert run(pred, timeout_s=timeout_s)[:2] == (1.0 if verdict == "match" else 0.0, verdict)
+
+
+def test_the_executable_bonus_goes_from_the_spec_to_the_task_and_makes_sql_partial_credit() -> None:
+    spec = SqlSpec(schema_sql=SCHEMA, gold_sql="SELECT x FROM t", executable_bonus=0.1)
+    task = component().prepare(ScoreItem(completion="```sql\nSELECT y FROM t\n```", sql=spec), spec)
+    assert isinstance(task, SqlTask) and (task.run().score, task.run().verdict) == (0.1, "mismatch")
+    assert spec.partial_credit() and not SqlSpec(schema_sql=SCHEMA, gold_sql="SELECT 1").partial_credit()
+
+
 def test_values_too_large_to_hold_are_refused_not_built() -> None:
     assert run("SELECT zeroblob(1000000000)")[:2] == (0.0, "pred_error")
 
@@ -255,6 +286,10 @@ def test_sql_is_a_pooled_primary_component_and_a_missing_block_never_reaches_a_w
         {"gold_sql": "SELECT 1", "schema_sql": "", "timeout_s": 31},
         {"gold_sql": "SELECT 1", "schema_sql": "", "float_tol": 2},
         {"gold_sql": "SELECT 1", "schema_sql": "", "compare": "bag"},
+        {"gold_sql": "SELECT 1", "schema_sql": "", "executable_bonus": 1},
+        {"gold_sql": "SELECT 1", "schema_sql": "", "executable_bonus": -0.1},
+        {"gold_sql": "SELECT 1", "schema_sql": "", "executable_bonus": "0.1"},
+        {"gold_sql": "SELECT 1", "schema_sql": "", "executable_bonus": True},
         {"gold_sql": "SELECT 1", "db": "../etc/passwd"},
     ],
 )

@@ -1,14 +1,26 @@
 """reasoning-gym's own scorers (`procedural`): the answer is found on the event loop (`extract_answer`), and the
-dataset's `score_answer(answer, entry)` runs in a worker process (`ProceduralJob.run`), since some scorers are slow
-and one may loop. Nine scorers `eval` or sympy-parse the model's text (n_queens, countdown, puzzle24, ...): the job
-hands them only answers of the shape they read (procedural_guard.py: a Python literal, or arithmetic), and scores
-any other answer 0 (`wrong`) without calling them. The worker is still not a sandbox: the other scorers run the
-library's own code on the answer with the worker's rights (none of them compiles it), and the answer is bounded
-(`MAX_ANSWER_CHARS`); reasoning-gym is imported only there, never in the service process.
+dataset's `score_answer(answer, entry)` runs in a worker process (`ProceduralJob.run`), since some scorers are slow,
+one may loop, and some run the answer as code. Nine scorers `eval` or sympy-parse the model's text (n_queens,
+countdown, puzzle24, ...): the job hands them only answers of the shape they read (procedural_guard.py: a Python
+literal, or arithmetic), and scores any other answer 0 (`wrong`) without calling them; the other scorers run the
+library's own code on the answer (none of them compiles it), and the answer is bounded (`MAX_ANSWER_CHARS`).
+reasoning-gym is imported only in the workers, never in the service process.
 
-Time: the worker times the scorer call itself (`timed`: the import of reasoning-gym, about 1.5 s, and building a
-dataset's scorer, up to 1 s, happen once per worker and are not the answer's fault); the pool kills a worker that
-overruns that by `COLD_START_S` (a loop in C code, which no signal interrupts). Both are `timeout`, null.
+Isolation: the worker builds the dataset's scorer (once: `dataset_scorer`). For the nine, it then forks
+(scoring/forked.py); the fork applies the guard, runs the scorer (`scored`), sends its result back as JSON and exits.
+Whatever such a scorer does to its process's memory (a module patched, a cache poisoned: code that got past the
+guard) dies with the fork, so no job changes how a later one of any component is scored in that worker, and a
+scorer that kills its process costs its item only. The other 96 run in the worker itself: their scorers read the
+answer as data, and a fork costs 4 to 25 ms (its page tables grow with the worker's memory) against their 0.1 to
+1 ms. Still not a sandbox: the fork has the worker's user, files and network, and code that ran in it could forge
+its own item's result (`returned` takes only a scorer's verdicts and a score in [0, 1]), write files, or signal
+other processes; the entry is trusted (some scorers eval or sympy-parse its fields).
+
+Time: the scorer call itself is timed (`timed`: the import of reasoning-gym, about 1.5 s, and building a dataset's
+scorer, up to 1 s, happen once per worker and are not the answer's fault; nor is the fork); the worker kills a fork
+that overruns that by `KILL_AFTER_S` (a loop in C code, which no signal interrupts), and the pool kills a worker that
+overruns it by `COLD_START_S` (a fork dies with it). All are `timeout`, null; a fork or a worker that dies without a
+result is `worker_crashed`, null.
 
 Where it differs from NeMo-Gym's reasoning_gym server: a scorer that raises is null (`scorer_error`), not 0; a
 score below 1 is 0 unless the spec asks for partial credit; ARC grids are given back their tuples (`restored`); an
@@ -30,11 +42,13 @@ from verifier_service.procedural_datasets import REASONING_GYM_VERSION, installe
 from verifier_service.schema import ComponentResult, ProceduralSpec, ScoreItem, Verdict
 from verifier_service.scoring.answer import answer_blocks
 from verifier_service.scoring.extract import boxed_spans, final_answer_region
+from verifier_service.scoring.forked import ChildDied, ChildOverrun, run_forked
 from verifier_service.scoring.pooled import WorkerComponent
-from verifier_service.scoring.procedural_guard import refusal
+from verifier_service.scoring.procedural_guard import GUARDS, refusal
 from verifier_service.scoring.text import result
 
 COLD_START_S = 15.0  # the pool's allowance beyond the scorer's own time: importing and building it in a fresh worker
+KILL_AFTER_S = 2.0  # a scorer that its timer does not stop (a loop in C code, a bare except) is killed this much later
 MAX_ANSWER_CHARS = 10_000  # what a scorer may eval: far above any generated entry's answer (hanoi's: ~3,000)
 _UNAVAILABLE = f"reasoning-gym {REASONING_GYM_VERSION} is not installed on this server (the `procedural` extra)"
 
@@ -112,7 +126,7 @@ def _overrun(signum: int, frame: object) -> None:
 
 def timed(call: Callable[[], float], seconds: float) -> float:
     """call(), interrupted (_Overrun) after `seconds` by SIGALRM; an interval timer already set (pytest-timeout's)
-    is set again afterwards. The main thread only: the worker's."""
+    is set again afterwards. The main thread only: the fork's (`ProceduralJob.scored`)."""
     handler = signal.signal(signal.SIGALRM, _overrun)
     earlier, interval = signal.setitimer(signal.ITIMER_REAL, seconds)
     started = time.monotonic()
@@ -136,6 +150,9 @@ class ProceduralJob:
     timeout_s: float
 
     def run(self) -> ComponentResult:
+        """In the worker: the dataset's scorer, built here once (forks inherit it), then `scored`: in a throwaway
+        fork for the scorers that compile the answer (those procedural_guard.py guards), so that nothing they do to
+        their process reaches the worker; the others, which only read it as data, here."""
         extracted = self.answer[:200]
         try:
             scorer = dataset_scorer(self.dataset)
@@ -143,6 +160,21 @@ class ProceduralJob:
             return result(None, Verdict.SCORER_UNAVAILABLE, _UNAVAILABLE)
         except Exception as exc:  # the dataset's class cannot be built here
             return result(None, Verdict.SCORER_ERROR, f"building the scorer raised {type(exc).__name__}")
+        if self.dataset not in GUARDS:  # no code of the answer's runs: a fork would cost 4 to 25 ms for nothing
+            return self.scored(scorer)
+        try:
+            sent = run_forked(lambda: self.scored(scorer).model_dump_json(), self.timeout_s + KILL_AFTER_S)
+        except ChildOverrun:
+            detail = f"the scorer took longer than {self.timeout_s:g}s (its process was killed)"
+            return result(None, Verdict.TIMEOUT, detail, extracted)
+        except ChildDied as died:
+            detail = f"the scorer's process ended without a result ({died})"
+            return result(None, Verdict.WORKER_CRASHED, detail, extracted)
+        return returned(sent, extracted)
+
+    def scored(self, scorer: Callable[[str | None, dict[str, Any]], float]) -> ComponentResult:
+        """The guard, then the scorer (in the fork, or in the worker: `run`); what it raises is a verdict."""
+        extracted = self.answer[:200]
         entry = restored(self.dataset, json.loads(self.entry))
         try:
             refused = refusal(self.dataset, self.answer, entry)
@@ -154,6 +186,27 @@ class ProceduralJob:
         except (Exception, SystemExit) as exc:  # eval'd text may raise anything, exit() included
             return result(None, Verdict.SCORER_ERROR, f"the scorer raised {type(exc).__name__}", extracted)
         return judged(value, self.partial, extracted)
+
+
+# What a fork may send back: the verdicts `scored` gives.
+_SCORED = {Verdict.CORRECT, Verdict.PARTIAL, Verdict.WRONG, Verdict.SCORER_ERROR, Verdict.TIMEOUT}
+
+
+def returned(sent: str, extracted: str) -> ComponentResult:
+    """The fork's result, read as untrusted text (a scorer that ran the answer's code may have written it): a
+    ComponentResult of a verdict `scored` gives and a score in [0, 1] or null; anything else is no result.
+
+    >>> returned('{"score": 1.0, "verdict": "correct"}', "4").verdict, returned("{}", "4").verdict
+    ('correct', 'worker_crashed')
+    """
+    try:
+        sent_back = ComponentResult.model_validate_json(sent)
+    except ValueError:
+        sent_back = None
+    score = sent_back.score if sent_back else None
+    if sent_back and sent_back.verdict in _SCORED and (score is None or 0.0 <= score <= 1.0):
+        return sent_back
+    return result(None, Verdict.WORKER_CRASHED, "the scorer's process sent back no valid result", extracted)
 
 
 class ProceduralComponent(WorkerComponent):

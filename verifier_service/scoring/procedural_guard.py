@@ -18,6 +18,10 @@ antiderivative written with a function outside `ELEMENTARY` that the gold does n
 compiles the answer (the library read for eval, exec, compile, sympify, parse_expr, pickle, subprocess and os.system;
 tests/unit/test_procedural_guard.py watches compile() under every dataset). The entry (the trainer's own) is
 trusted: some scorers eval or sympy-parse its fields (number_sorting, bitwise_arithmetic, the sympy ones).
+
+The guard and the scorer run in a throwaway fork of the worker (procedural.py, scoring/forked.py): code that got past
+them could forge its own item's score, write files or signal processes with the worker's rights, but what it changes
+in memory dies with the fork, so later jobs in that worker are scored as before.
 """
 
 from __future__ import annotations

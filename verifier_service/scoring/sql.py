@@ -147,6 +147,7 @@ class SqlTask:
     compare: SqlCompare = "set"
     float_tol: float = 1e-6
     timeout_s: float = 5.0
+    executable_bonus: float = 0.0  # the score of rows that differ from the gold's
     schema_sql: str | None = None  # build a fresh database from this, or open the file:
     db_path: str | None = None
     db_sha256: str | None = field(default=None)
@@ -270,7 +271,7 @@ class SqlTask:
             return _result(0.0, Verdict.PRED_ERROR, f"the query failed ({type(exc).__name__})")
         if rows_match(gold, rows, self.compare, self.float_tol):
             return _result(1.0, Verdict.MATCH, f"{len(rows)} rows, as the gold query's")
-        return _result(0.0, Verdict.MISMATCH, f"{len(rows)} rows; the gold query gives {len(gold)}")
+        return _result(self.executable_bonus, Verdict.MISMATCH, f"{len(rows)} rows; the gold query gives {len(gold)}")
 
 
 class _SchemaFailed(Exception):
@@ -305,7 +306,8 @@ class SqlComponent(WorkerComponent):
         if pred is None:
             return _result(0.0, Verdict.NO_SQL, "no ```sql block after the reasoning")
         task = SqlTask(gold_sql=spec.gold_sql, pred_sql=pred, compare=spec.compare, float_tol=spec.float_tol,
-                       timeout_s=spec.timeout_s, schema_sql=spec.schema_sql)  # fmt: skip
+                       timeout_s=spec.timeout_s, executable_bonus=spec.executable_bonus,
+                       schema_sql=spec.schema_sql)  # fmt: skip
         if spec.db is not None:  # the runtime refused an unknown name (runtime.item_problem)
             database = self.settings.sql_databases[spec.db]
             task = SqlTask(**{**task.__dict__, "db_path": database.path, "db_sha256": database.sha256.lower()})
