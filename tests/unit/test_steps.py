@@ -117,6 +117,11 @@ def test_a_wrong_claim_is_found_wrong(text: str, claim: str) -> None:
         ("W = 1 1/2 / 1/2 = 3 episodes", []),
         ("12 * 4 = 50 1/2 boxes", [("12 * 4 = 50", False)]),
         ("2+2=4 1/2+1/2=5", [("2+2=4", True), ("1/2+1/2=5", False)]),
+        # the same in LaTeX: a wrong result cannot hide behind `\frac` either
+        ("7 * 8 = 50 \\frac{1}{2}", [("7 * 8 = 50", False)]),
+        ("101 / 2 = 50 \\frac{1}{2}", [("101 / 2 = 50 \\frac{1}{2}", True)]),
+        ("7/2 = 3 \\dfrac{1}{2} + 1 = 4 \\frac{1}{2}", [("7/2 = 3 \\dfrac{1}{2}", True)]),
+        ("7 * 8 = 56 \\frac{m}{s}", []),  # not a mixed number: the side is not arithmetic, as before
     ],
 )
 def test_a_result_ends_where_another_number_follows_after_a_space(text: str, found: list[tuple[str, bool]]) -> None:
