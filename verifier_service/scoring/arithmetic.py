@@ -191,8 +191,6 @@ class _Reader:
             if whole and (over := _MIXED_LATEX.match(text, stop)):
                 self.mixed(first, over[1], over[2], over.end())
                 self.cut(False, False)
-            else:
-                self.tokens.append(_token(kind, piece, at, stop))
             return
         if _GROUP.fullmatch(text, first.start, stop):  # `= $12 000`: the claim holds if either reading is right
             self.joined = _number(first.text + piece, first.start, stop)
