@@ -1,6 +1,7 @@
-"""The project's one compiled part, beside pyproject.toml (which holds everything else): the repetition component's
-n-gram count and loop check in C (verifier_service/scoring/_repetition.c). Optional: where no C compiler is, the
-install goes on without it and the component does the same in Python and numpy (scoring/ngrams.py, repetition.py)."""
+"""The project's compiled parts, beside pyproject.toml (which holds everything else): the repetition component's
+n-gram count and loop check in C (verifier_service/scoring/_repetition.c), and the steps component's claim reader
+(scoring/_arithmetic.c). Optional: where no C compiler is, the install goes on without them and the components do the
+same in Python and numpy (scoring/ngrams.py, repetition.py, arithmetic.py)."""
 
 from setuptools import Extension, setup
 
@@ -11,6 +12,12 @@ setup(
             ["verifier_service/scoring/_repetition.c"],
             extra_compile_args=["-O2"],
             optional=True,
-        )
+        ),
+        Extension(
+            "verifier_service.scoring._arithmetic",
+            ["verifier_service/scoring/_arithmetic.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
     ]
 )
