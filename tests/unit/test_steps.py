@@ -11,12 +11,25 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.test_arithmetic_compiled import require_compiled
 from verifier_service.schema import ScoreItem, StepsSpec
+from verifier_service.scoring import arithmetic
 from verifier_service.scoring.arithmetic import MAX_TOKENS, claims
 from verifier_service.scoring.steps import score
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "steps"
 ANNOTATION = re.compile(r"<<[^<>]*>>")
+
+
+@pytest.fixture(params=["compiled", "python"], autouse=True)
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test runs with the C reader (scoring/_arithmetic.c, the Python reader behind it for what it declines), and
+    again with the Python reader alone."""
+    if request.param == "compiled":
+        require_compiled()
+    else:
+        monkeypatch.setattr(arithmetic, "READ_CLAIMS", None)
+    return str(request.param)
 
 
 def checked(text: str) -> list[tuple[str, bool]]:

@@ -12,6 +12,11 @@ alternatives each match one token and whose repetitions cannot match the same te
 into), so the cost is linear in the text whatever it holds. A claim past the bounds (a number of more than 100 digits,
 a value of more than 4,096 bits, nesting deeper than 64) is not a step: it is skipped, never computed at length.
 
+This module is the reference reader. Where a C compiler built it (setup.py), `_arithmetic.c` does the same reading of
+the common case, plain text with values within 128 bits, some 50 times faster (0.5 ms for 8,000 tokens of dense
+arithmetic, against 24 ms here), and hands each window it does not read (LaTeX, longer values) to `_read`, so the
+claims are the same either way; tests/unit/test_arithmetic_compiled.py compares the two.
+
 >>> text = "So 48 / 2 = 24 and 3 x 4 = 13."
 >>> [(text[start:end], right) for start, end, right in claims(text)]
 [('48 / 2 = 24', True), ('3 x 4 = 13', False)]
