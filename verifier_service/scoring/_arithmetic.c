@@ -62,6 +62,15 @@ typedef struct {
 static u128 uabs(i128 x) { return x < 0 ? (u128)0 - (u128)x : (u128)x; }
 
 static u128 gcd(u128 a, u128 b) {
+    if ((a >> 64) == 0 && (b >> 64) == 0) { /* the usual case: 64-bit division, not a 128-bit one in a library call */
+        uint64_t x = (uint64_t)a, y = (uint64_t)b;
+        while (y) {
+            uint64_t t = x % y;
+            x = y;
+            y = t;
+        }
+        return x;
+    }
     while (b) {
         u128 t = a % b;
         a = b;
@@ -120,6 +129,7 @@ static i128 add(Ctx *c, i128 a, i128 b) {
 }
 
 static Rat radd(Ctx *c, Rat a, Rat b) {
+    if (a.d == 1 && b.d == 1) return rint_(add(c, a.n, b.n)); /* whole numbers: most values are */
     i128 g = (i128)gcd((u128)a.d, (u128)b.d);
     i128 n = add(c, mul(c, a.n, b.d / g), mul(c, b.n, a.d / g));
     i128 d = mul(c, a.d, b.d / g);
@@ -134,6 +144,7 @@ static Rat rneg(Ctx *c, Rat a) {
 static Rat rsub(Ctx *c, Rat a, Rat b) { return radd(c, a, rneg(c, b)); }
 
 static Rat rmul(Ctx *c, Rat a, Rat b) {
+    if (a.d == 1 && b.d == 1) return rint_(mul(c, a.n, b.n));
     i128 g1 = (i128)gcd(uabs(a.n), (u128)b.d), g2 = (i128)gcd(uabs(b.n), (u128)a.d);
     if (g1 == 0) g1 = 1;
     if (g2 == 0) g2 = 1;
@@ -153,6 +164,7 @@ static int rdiv(Ctx *c, Rat a, Rat b, Rat *out) {
 static Rat rabs(Ctx *c, Rat a) { return a.n < 0 ? rneg(c, a) : a; }
 
 static int rcmp(Ctx *c, Rat a, Rat b) {
+    if (a.d == b.d) return a.n < b.n ? -1 : a.n > b.n;
     i128 x = mul(c, a.n, b.d), y = mul(c, b.n, a.d);
     return x < y ? -1 : x > y;
 }
@@ -732,9 +744,15 @@ static int chain(Ctx *c, const Tok *t, Py_ssize_t n, int first_tainted, int last
     int eqs = 0;
     for (Py_ssize_t i = 0; i < n; i++) eqs += t[i].kind == K_EQ;
     if (!eqs) return 0;
-    Py_ssize_t *lo = malloc((eqs + 1) * sizeof(Py_ssize_t)), *hi = malloc((eqs + 1) * sizeof(Py_ssize_t));
-    char *approx = malloc(eqs + 1);
-    Part *parts = malloc((eqs + 1) * sizeof(Part));
+    /* a chain of up to 16 `=` on the stack; a longer one on the heap */
+    Py_ssize_t lo_[17], hi_[17];
+    char approx_[17];
+    Part parts_[17];
+    int heap = eqs > 16;
+    Py_ssize_t *lo = heap ? malloc((eqs + 1) * sizeof(Py_ssize_t)) : lo_;
+    Py_ssize_t *hi = heap ? malloc((eqs + 1) * sizeof(Py_ssize_t)) : hi_;
+    char *approx = heap ? malloc(eqs + 1) : approx_;
+    Part *parts = heap ? malloc((eqs + 1) * sizeof(Part)) : parts_;
     int plain = 0;
     if (!lo || !hi || !approx || !parts) {
         c->fail = 1;
@@ -797,10 +815,12 @@ static int chain(Ctx *c, const Tok *t, Py_ssize_t n, int first_tainted, int last
         if (c->fail) goto done;
     }
 done:
-    free(lo);
-    free(hi);
-    free(approx);
-    free(parts);
+    if (heap) {
+        free(lo);
+        free(hi);
+        free(approx);
+        free(parts);
+    }
     return plain;
 }
 
