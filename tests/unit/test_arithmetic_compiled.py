@@ -96,6 +96,28 @@ EDGES = [  # the edges of what the C reader spells out: each regex bound, each n
     *["2^4096 = 1", "1^100000 = 1", "(-1)^100001 = -1", "0^0 = 1", "0^-1 = 1", "2^0.5 = 1", "9" * 38 + " * 9 = 1"],
     *[" " * k + "2 + 2 = 5" + " " * k for k in (1, 2)],
     "x = 5 + 3 = 8",
+    *["2 \\divide 3 + 4 = 7", "2 \\div 3 + 4 = 7", "2 \\timesx 3 + 4 = 7", "2 \\times 3 + 4 = 10", "\\left. 3 + 4 = 7"],
+    *[
+        "3 \\left( 2 \\right) = 6",
+        "\\left\\{ 2 + 2 \\right\\} = 4",
+        "\\left [ 1 + 1 \\right ] = 2",
+        "\\$3 \\times 4 = \\$12",
+    ],
+    *[
+        "50\\% of 8 = 4",
+        "3 \\approx 3.1",
+        "1/2 \\approx 0.5",
+        "\\frac12 = 0.5",
+        "\\dfrac{3}{4} \\cdot 4 = 3",
+        "\\tfracx = 1",
+    ],
+    *[
+        "\\(2 + 2 = 5\\)",
+        "\\begin{align} 2 + 2 &= 4 \\\\ 3 + 3 &= 7 \\end{align}",
+        "\\boxed{2 + 2 = 5}",
+        "\\quad 2 + 2 = 5",
+    ],
+    *["2 + 2 = \\boxed{5}", "\\sqrt{4} + 1 = 3", "2 \\, + 2 = 4", "\\textbf{2 + 2 = 5}", "\\mathbf{2} + 2 = 5", "2 \\"],
     "- 30 + 12 = 42 and 1) 30 + 12 = 42",
 ]
 
@@ -157,13 +179,14 @@ def python_reference(text: str) -> Found:
 
 
 def test_a_window_the_c_reader_declines_is_read_by_python(compiled: Callable[..., Found | None]) -> None:
-    """LaTeX and values past 128 bits go to the Python reader, window by window; a text with a digit outside ASCII
-    (which the regex's \\d reads) goes to it whole."""
+    """LaTeX's text (`\\text{kg}`) and values past 128 bits go to the Python reader, window by window; a text with a
+    digit outside ASCII (which the regex's \\d reads) goes to it whole."""
     handed: list[str] = []
     fallback = recording(handed)
-    text = "2 + 2 = 4\n\\frac{1}{2} + 1 = 1.5\n" + "9" * 40 + " + 1 = 1" + "0" * 40 + "\n3 * 3 = 10"
+    big = "9" * 40 + " + 1 = 1" + "0" * 40
+    text = f"2 + 2 = 4\n\\frac{{1}}{{2}} + 1 = 1.5\n3 \\text{{kg}} + 1 = 4\n{big}\n3 * 3 = 10"
     assert compiled(text, fallback) == python_reference(text)
-    assert handed == ["\\frac{1}{2} + 1 = 1.5", "9" * 40 + " + 1 = 1" + "0" * 40]
+    assert handed == ["3 \\text{kg} + 1 = 4", big]
     assert compiled("\u0661 + 1 = 2", fallback) is None
 
 
@@ -225,7 +248,34 @@ def claim_text(rng: random.Random) -> str:
     return f"{before}<<{text}>>{after}" if rng.random() < 0.2 else before + text + after
 
 
+LATEX = [  # a written piece and LaTeX ways to write it, some of them near misses (`\\timesx`, `\\divide`, `\\left.`)
+    (" * ", [" \\times ", " \\cdot ", "\\times", " \\timesx "]),
+    (" / ", [" \\div ", "\\div", " \\divide "]),
+    ("(", ["\\left(", "\\left (", "\\{", "\\left."]),
+    (")", ["\\right)", "\\right )", "\\}", "\\right."]),
+    ("%", ["\\%"]),
+    ("$", ["\\$", "\\,"]),
+    ("≈", ["\\approx"]),
+    (" = ", [" &= ", " = \\boxed{", " =\\quad ", " \\\\ = ", " =\\! "]),
+]
+LATEX_AROUND = ["\\(", "\\[", "$$", "\\begin{align}", "\\text{so }", "\\mathrm{kg} ", "\\sqrt", "\\textbf{", "\\)"]
+
+
+def latex_text(rng: random.Random, text: str) -> str:
+    """The text as LaTeX writes it, piece by piece at random: `\\frac{1}{2}`, `\\times`, `\\left(`, ..."""
+
+    def fraction(match: re.Match[str]) -> str:
+        return rng.choice([f"\\frac{{{match[1]}}}{{{match[2]}}}", f"\\dfrac{match[1]}{match[2]}", match[0]])
+
+    text = re.sub(r"(\d+)/(\d+)", fraction, text)
+    for written, forms in LATEX:
+        choices = [written, *forms]
+        text = re.sub(re.escape(written), lambda _, choices=choices: rng.choice(choices), text)  # type: ignore[misc]
+    return rng.choice(["", *LATEX_AROUND]) + text + rng.choice(["", *LATEX_AROUND, "}", " \\text{ dollars}"])
+
+
 def test_the_same_claims_on_seeded_random_text(compiled: object, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(2024)
-    texts = [fuzz_text(rng) for _ in range(3000)]
+    texts = [fuzz_text(rng) for _ in range(2000)]
+    texts += [latex_text(rng, fuzz_text(rng)) for _ in range(1000)]
     assert differences(texts, monkeypatch) == []
