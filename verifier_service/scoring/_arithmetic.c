@@ -157,8 +157,12 @@ static Rat rmul(Ctx *c, Rat a, Rat b) {
 /* a / b; returns 0 for a division by zero (ZeroDivisionError). */
 static int rdiv(Ctx *c, Rat a, Rat b, Rat *out) {
     if (b.n == 0) return 0;
+    if (b.n == -I128_MAX - 1) { /* its inverse's denominator would not fit */
+        c->fail = 1;
+        *out = rint_(0);
+        return 1;
+    }
     Rat inverse = b.n < 0 ? (Rat){-b.d, -b.n} : (Rat){b.d, b.n};
-    if (b.n == -I128_MAX - 1) c->fail = 1;
     *out = rmul(c, a, inverse);
     return 1;
 }
@@ -188,7 +192,7 @@ static int rpow(Ctx *c, Rat base, Rat exponent, Rat *out) {
     u128 e = uabs(exponent.n);
     if (size > 1 && (e > MAX_BITS || e * (u128)(size - 1) > MAX_BITS)) return 0;
     Rat b = base;
-    if (exponent.n < 0) b = b.n < 0 ? (Rat){-b.d, -b.n} : (Rat){b.d, b.n};
+    if (exponent.n < 0 && !rdiv(c, rint_(1), base, &b)) return 0;
     Rat result = rint_(1);
     while (e && !c->fail) {
         if (e & 1) result = rmul(c, result, b);
@@ -785,12 +789,12 @@ static int rounds_to(Ctx *c, Rat exact, Rat written, const Part *side, int loose
     Rat error = rabs(c, rsub(c, exact, written));
     if (loose) return rcmp(c, error, unit) <= 0;
     if (side->digits >= FLOAT_NOISE_DIGITS) {
-        Rat bound;
-        rdiv(c, rabs(c, exact), rint_(pow10_(c, 12)), &bound);
+        Rat bound = rint_(0);
+        rdiv(c, rabs(c, exact), rint_(pow10_(c, 12)), &bound); /* 10^12: never zero */
         if (rcmp(c, error, bound) <= 0) return 1;
     }
-    Rat ratio;
-    rdiv(c, exact, unit, &ratio);
+    Rat ratio = rint_(1);
+    if (!rdiv(c, exact, unit, &ratio)) c->fail = 1; /* a unit is never zero */
     int fewer = ratio.d != 1;
     return fewer && rcmp(c, rmul(c, rint_(2), error), unit) <= 0;
 }
@@ -1255,7 +1259,6 @@ static int fallback_window(Ctx *c, PyObject *text, PyObject *fallback, Py_ssize_
             Py_DECREF(got);
             return 0;
         }
-        c->fail = 0;
         found_add(c, a, b, right);
         if (c->fail) {
             Py_DECREF(got);
