@@ -45,7 +45,7 @@ typedef struct {
     Rat value, unit;
     int digits;        /* num, big: significant digits of its text (_significant) */
     Py_UCS4 ch;        /* op: its text after _OPS (`^` for `**`); open, close: the bracket */
-    char labelled, approx, whole_text; /* whole_text: the written piece is all digits (str.isdigit) */
+    char labelled, approx;
 } Tok;
 
 typedef struct { Py_ssize_t start, end; int right; } Claim;
@@ -57,6 +57,9 @@ typedef struct {
     long budget;
     Claim *found;
     Py_ssize_t nfound, capfound;
+    /* the last `words` token read: how many words, the shortest, the first's length, where the last lies */
+    int nwords, shortest, first_len;
+    Py_ssize_t last_start, last_len;
 } Ctx;
 
 /* ---- exact values ---------------------------------------------------------------------------------------------- */
@@ -237,6 +240,14 @@ static Tok number(Ctx *c, const Py_UCS4 *p, Py_ssize_t n, Py_ssize_t at, Py_ssiz
     t.value = rint_(0);
     int commas = 0, dots = 0;
     for (Py_ssize_t i = 0; i < n; i++) commas += p[i] == ',', dots += p[i] == '.';
+    if (!commas && !dots && n <= 36 && !(n > 1 && p[0] == '0')) { /* a whole number, the usual case */
+        i128 value = 0;
+        for (Py_ssize_t i = 0; i < n; i++) value = value * 10 + (i128)(p[i] - '0');
+        t.kind = K_NUM;
+        t.value = rint_(value);
+        t.digits = n == 1 && p[0] == '0' ? 0 : (int)n;
+        return t;
+    }
     int big = n > MAX_DIGITS || (n > 1 && p[0] == '0' && is_digit(p[1]));
     Py_ssize_t i = 0; /* \d+(?:,\d{3})+ as a fullmatch */
     while (i < n && is_digit(p[i])) i++;
@@ -499,8 +510,16 @@ static int next_token(Ctx *c, Py_ssize_t pos, Py_ssize_t end, int *kind, Py_ssiz
     }
     if (is_alpha(ch)) { /* [A-Za-z]+(?:[ \t]+[A-Za-z]+)* */
         Py_ssize_t q = p;
+        c->nwords = 0;
+        c->shortest = 1 << 30;
         for (;;) {
+            Py_ssize_t word = q;
             while (q < end && is_alpha(s[q])) q++;
+            if (!c->nwords) c->first_len = (int)(q - word);
+            c->nwords++;
+            if (q - word < c->shortest) c->shortest = (int)(q - word);
+            c->last_start = word;
+            c->last_len = q - word;
             Py_ssize_t r = q;
             while (r < end && (s[r] == ' ' || s[r] == '\t')) r++;
             if (r > q && r < end && s[r] == '\\' && text_word(s, r, end)) return 0;
@@ -1072,21 +1091,9 @@ static void r_word(Reader *r, Py_ssize_t at, Py_ssize_t stop, int spaced) {
     Tok *last = last_tok(r, 0);
     int operand = last != NULL && (last->kind == K_NUM || last->kind == K_CLOSE || last->kind == K_PCT ||
                                    last->kind == K_SUP);
-    int nwords = 0, shortest = 1 << 30, first_len = 0;
-    Py_ssize_t last_start = at, last_len = 0;
-    for (Py_ssize_t i = at; i < stop;) {
-        while (i < stop && !is_alpha(s[i])) i++;
-        Py_ssize_t j = i;
-        while (j < stop && is_alpha(s[j])) j++;
-        if (j > i) {
-            if (!nwords) first_len = (int)(j - i);
-            nwords++;
-            if (j - i < shortest) shortest = (int)(j - i);
-            last_start = i;
-            last_len = j - i;
-        }
-        i = j;
-    }
+    Ctx *c = r->c; /* the words' shape, as next_token read them */
+    int nwords = c->nwords, shortest = c->shortest, first_len = c->first_len;
+    Py_ssize_t last_start = c->last_start, last_len = c->last_len;
     int last_x = last_len == 1 && (s[last_start] == 'x' || s[last_start] == 'X');
     int unit_like = nwords <= 3 && shortest > 1;
     Tok *before = last_tok(r, 1);
