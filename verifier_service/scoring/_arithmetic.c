@@ -1308,7 +1308,7 @@ static PyObject *claims(PyObject *self, PyObject *args) {
     Py_ssize_t len = PyUnicode_GET_LENGTH(text);
     Py_UCS4 *s = PyUnicode_AsUCS4Copy(text);
     if (s == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < len; i++) {
+    for (Py_ssize_t i = PyUnicode_IS_ASCII(text) ? len : 0; i < len; i++) {
         if (s[i] >= 128 && Py_UNICODE_ISDECIMAL(s[i])) { /* the regex's \d reads it: Python reads this text */
             PyMem_Free(s);
             Py_RETURN_NONE;
