@@ -39,7 +39,7 @@ typedef struct { i128 n, d; } Rat; /* d > 0, in lowest terms */
 
 enum { K_NUM, K_BIG, K_OP, K_EQ, K_OPEN, K_CLOSE, K_PCT, K_SUP, K_FRAC, K_OTHER, K_WORDS, K_SKIP, K_TAG, K_ANN };
 
-typedef struct {
+typedef struct Tok {
     int kind;
     Py_ssize_t start, end;
     Rat value, unit;
@@ -60,6 +60,12 @@ typedef struct {
     /* the last `words` token read: how many words, the shortest, the first's length, where the last lies */
     int nwords, shortest, first_len;
     Py_ssize_t last_start, last_len;
+    /* the readers' buffers, kept from window to window: one for a window, one for an annotation inside it */
+    int depth;
+    struct Tok *toks[2];
+    Py_ssize_t captok[2];
+    void *segs[2];
+    Py_ssize_t capseg[2];
 } Ctx;
 
 /* ---- exact values ---------------------------------------------------------------------------------------------- */
@@ -1210,8 +1216,17 @@ static void r_close(Reader *r) {
 
 /* arithmetic._read: returns where it stopped; sets c->fail where it declines */
 static Py_ssize_t read_window(Ctx *c, Py_ssize_t start, Py_ssize_t end, int cut, int sure) {
+    if (c->depth == 2) { /* an annotation in an annotation: `<<` cannot be inside one, but never read past the buffers */
+        c->fail = 1;
+        return end;
+    }
     Reader r;
     memset(&r, 0, sizeof(r));
+    int depth = c->depth++;
+    r.toks = c->toks[depth];
+    r.captok = c->captok[depth];
+    r.segs = c->segs[depth];
+    r.capseg = c->capseg[depth];
     r.c = c;
     r.sure = sure;
     r.tainted = (char)cut;
@@ -1233,8 +1248,11 @@ static Py_ssize_t read_window(Ctx *c, Py_ssize_t start, Py_ssize_t end, int cut,
         pos = stop;
     }
     if (!c->fail) r_close(&r);
-    free(r.toks);
-    free(r.segs);
+    c->toks[depth] = r.toks;
+    c->captok[depth] = r.captok;
+    c->segs[depth] = r.segs;
+    c->capseg[depth] = r.capseg;
+    c->depth--;
     return end;
 }
 
@@ -1314,7 +1332,7 @@ static PyObject *claims(PyObject *self, PyObject *args) {
             Py_RETURN_NONE;
         }
     }
-    Ctx c = {s, len, 0, MAX_TOKENS, NULL, 0, 0};
+    Ctx c = {.s = s, .len = len, .budget = MAX_TOKENS};
     PyObject *result = NULL;
     Py_ssize_t pos = 0, last_nl = -1, nl_scanned = 0, next_nl = -2;
     Py_ssize_t anchor_end;
@@ -1358,6 +1376,10 @@ static PyObject *claims(PyObject *self, PyObject *args) {
     }
 done:
     free(c.found);
+    for (int depth = 0; depth < 2; depth++) {
+        free(c.toks[depth]);
+        free(c.segs[depth]);
+    }
     PyMem_Free(s);
     return result;
 }
