@@ -1363,7 +1363,7 @@ static PyObject *claims(PyObject *self, PyObject *args) {
         }
         pos = stop > anchor_end ? stop : anchor_end;
     }
-    qsort(c.found, c.nfound, sizeof(Claim), by_position);
+    if (c.nfound) qsort(c.found, c.nfound, sizeof(Claim), by_position);
     result = PyList_New(c.nfound);
     if (result == NULL) goto done;
     for (Py_ssize_t i = 0; i < c.nfound; i++) {
