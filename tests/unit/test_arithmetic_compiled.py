@@ -5,7 +5,6 @@ seeded strings of the pieces the reader treats specially: the same (start, end, 
 from __future__ import annotations
 
 import ast
-import importlib
 import json
 import random
 import re
@@ -123,7 +122,8 @@ EDGES = [  # the edges of what the C reader spells out: each regex bound, each n
 
 
 def test_the_bounds_are_the_python_readers(compiled: object) -> None:
-    _arithmetic = importlib.import_module("verifier_service.scoring._arithmetic")
+    from verifier_service.scoring import _arithmetic
+
     assert _arithmetic.WINDOW == arithmetic.WINDOW and _arithmetic.MAX_TOKENS == arithmetic.MAX_TOKENS
     assert _arithmetic.MAX_DIGITS == exact.MAX_DIGITS and _arithmetic.MAX_BITS == exact.MAX_BITS
     assert _arithmetic.MAX_DEPTH == exact.MAX_DEPTH
