@@ -24,7 +24,7 @@ RAY_EXTRA = $(shell $(BIN)/python -c 'import shlex, tomllib; print(*map(shlex.qu
 
 .PHONY: system-deps install interop ray format lint typecheck test run bench all clean integration down
 
-$(STAMP): pyproject.toml setup.py verifier_service/scoring/_repetition.c \
+$(STAMP): pyproject.toml setup.py verifier_service/scoring/_repetition.c verifier_service/scoring/_arithmetic.c \
 		verifier_service/scoring/instructions/_langdetect.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip

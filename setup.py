@@ -1,8 +1,11 @@
-"""The project's compiled parts, beside pyproject.toml (which holds everything else): the repetition component's
-n-gram count and loop check in C (verifier_service/scoring/_repetition.c). Optional: where no C compiler is, the
-install goes on without it and the component does the same in Python and numpy (scoring/ngrams.py, repetition.py).
-And langdetect's detection for the instructions component's language checks (scoring/instructions/_langdetect.c),
-likewise optional: without it, langdetect's own Python gives the same languages (scoring/instructions/detect.py)."""
+"""The project's compiled parts, beside pyproject.toml (which holds everything else), each optional: where no C
+compiler is, the install goes on without them and the components do the same in Python, with the same results.
+
+- The repetition component's n-gram count and loop check (verifier_service/scoring/_repetition.c; without it,
+  Python and numpy: scoring/ngrams.py, repetition.py).
+- The steps component's claim reader (scoring/_arithmetic.c; without it, arithmetic.py's reader).
+- langdetect's detection for the instructions component's language checks (scoring/instructions/_langdetect.c;
+  without it, langdetect's own Python: scoring/instructions/detect.py)."""
 
 from setuptools import Extension, setup
 
@@ -11,6 +14,12 @@ setup(
         Extension(
             "verifier_service.scoring._repetition",
             ["verifier_service/scoring/_repetition.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
+        Extension(
+            "verifier_service.scoring._arithmetic",
+            ["verifier_service/scoring/_arithmetic.c"],
             extra_compile_args=["-O2"],
             optional=True,
         ),

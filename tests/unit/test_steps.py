@@ -11,12 +11,25 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.test_arithmetic_compiled import require_compiled
 from verifier_service.schema import ScoreItem, StepsSpec
+from verifier_service.scoring import arithmetic
 from verifier_service.scoring.arithmetic import MAX_TOKENS, claims
 from verifier_service.scoring.steps import score
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "steps"
 ANNOTATION = re.compile(r"<<[^<>]*>>")
+
+
+@pytest.fixture(params=["compiled", "python"], autouse=True)
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test runs with the C reader (scoring/_arithmetic.c, the Python reader behind it for what it declines), and
+    again with the Python reader alone."""
+    if request.param == "compiled":
+        require_compiled()
+    else:
+        monkeypatch.setattr(arithmetic, "READ_CLAIMS", None)
+    return str(request.param)
 
 
 def checked(text: str) -> list[tuple[str, bool]]:
@@ -117,6 +130,11 @@ def test_a_wrong_claim_is_found_wrong(text: str, claim: str) -> None:
         ("W = 1 1/2 / 1/2 = 3 episodes", []),
         ("12 * 4 = 50 1/2 boxes", [("12 * 4 = 50", False)]),
         ("2+2=4 1/2+1/2=5", [("2+2=4", True), ("1/2+1/2=5", False)]),
+        # the same in LaTeX: a wrong result cannot hide behind `\frac` either
+        ("7 * 8 = 50 \\frac{1}{2}", [("7 * 8 = 50", False)]),
+        ("101 / 2 = 50 \\frac{1}{2}", [("101 / 2 = 50 \\frac{1}{2}", True)]),
+        ("7/2 = 3 \\dfrac{1}{2} + 1 = 4 \\frac{1}{2}", [("7/2 = 3 \\dfrac{1}{2}", True)]),
+        ("7 * 8 = 56 \\frac{m}{s}", []),  # not a mixed number: the side is not arithmetic, as before
     ],
 )
 def test_a_result_ends_where_another_number_follows_after_a_space(text: str, found: list[tuple[str, bool]]) -> None:
