@@ -3,8 +3,9 @@
 #   docker build --build-arg BASE_IMAGE=verifier-base:offline -t reward-verifier .   # no registry: see docs/deploy.md
 # Two stages: the builder makes a virtual environment and pip-installs the project into it (not editable, no
 # [train] extra: no torch here); the final stage is the base image plus that venv, a non-root user and the
-# entrypoint. No compiler, no pip cache, no build tools in the final image: the builder compiles the project's one C
-# module (the repetition component's n-gram count and loop check, setup.py), and the final stage copies the venv.
+# entrypoint. No compiler, no pip cache, no build tools in the final image: the builder compiles the project's C
+# modules (setup.py: repetition's n-gram count, steps' claim reader, langdetect's detection), and the final stage
+# copies the venv.
 # Kept to what the classic builder understands (no BuildKit-only syntax): some engines here have no buildx.
 ARG BASE_IMAGE=python:3.12-slim
 
@@ -50,11 +51,12 @@ COPY verifier_service /src/verifier_service
 COPY sandbox /src/sandbox
 COPY trainer_client /src/trainer_client
 # --no-deps: the dependencies are above; the build tools leave the venv once the project is in. The check imports
-# the installed package with its C module (-P: not the copy in /src, the working directory), and reasoning-gym.
+# the installed package with its C modules (-P: not the copy in /src, the working directory), and reasoning-gym.
 RUN set -eu; \
     pip install --quiet --no-deps --no-build-isolation /src; \
     pip uninstall --quiet --yes setuptools pip; \
     python -P -c 'import verifier_service.app, verifier_service.scoring._repetition, sandbox.docker_backend, \
+        verifier_service.scoring._arithmetic, verifier_service.scoring.instructions._langdetect, \
         trainer_client, reasoning_gym'
 
 FROM ${BASE_IMAGE}
