@@ -96,6 +96,13 @@ class VerifierSettings(BaseSettings):
         "whose trainers send text decoded with them; a JSON list.",
     )
 
+    procedural_fork: bool = Field(
+        True,
+        description="Run each item of the nine reasoning-gym scorers that compile the answer (countdown, puzzle24, "
+        "n_queens, ...) in a throwaway fork of its worker, so that code which got past procedural_guard cannot change "
+        "how the worker scores later items; a fork costs 4 to 25 ms, growing with the worker's memory. False: in the "
+        "worker itself, as the other 96 datasets' scorers run (guarded answers only, but no second wall).",
+    )
     code_enabled: bool = Field(
         True, description="Score code: start the sandbox. False: a math/format-only service; code items get 422."
     )

@@ -231,7 +231,6 @@ def stand_in_results(answers: list[str], monkeypatch: pytest.MonkeyPatch) -> dic
     two real worker processes as the engine runs them, with a 0.5 s limit, the fork killed 0.5 s past it and the
     pool's backstop 2 s past it."""
     monkeypatch.setattr(procedural, "KILL_AFTER_S", 0.5)
-    monkeypatch.setattr(procedural, "COLD_START_S", 2.0)
 
     async def main() -> dict[str, tuple[float | None, str]]:
         pool = WorkerPool(2, "tests.unit.procedural_tasks:run")
@@ -241,11 +240,14 @@ def stand_in_results(answers: list[str], monkeypatch: pytest.MonkeyPatch) -> dic
             entry = json.dumps({"question": "say ok", "answer": "ok", "metadata": {}})
             jobs = {ProceduralJob("stand_in", entry, answer, False, 0.5): [i] for i, answer in enumerate(answers)}
             loop = asyncio.get_running_loop()
-            # The first job a worker runs imports reasoning-gym (~1.5 s): outside the scorer's timer, within the
-            # pool's limit; warmed here so that the backstop below measures only the scorers.
-            # Two jobs at once: one for each worker (two in turn could both go to the first).
+            # The first job a worker runs imports reasoning-gym (~1.5 s, more on a busy machine): outside the
+            # scorer's timer, within the pool's limit (COLD_START_S, 15 s); warmed here, two jobs at once, one for
+            # each worker (two in turn could both go to the first), so that the short backstop below measures only
+            # the scorers.
             warm = {ProceduralJob("stand_in", entry, answer, False, 0.5): [0] for answer in ("ok", "ok ")}
-            await scorer.run(warm, loop.time() + 60, object())
+            warmed = await scorer.run(warm, loop.time() + 60, object())
+            assert all(result.score is not None for result in warmed.values()), warmed  # both scored: warm
+            monkeypatch.setattr(procedural, "COLD_START_S", 2.0)
             done = await scorer.run(jobs, loop.time() + 60, owner=object())
             return {job.answer: (result.score, result.verdict) for job, result in done.items()}
         finally:

@@ -17,11 +17,14 @@ import pytest
 
 from tests.unit.procedural_tasks import Probe
 from tests.unit.test_procedural import countdown_entry, generated
+from verifier_service.metrics import Metrics
 from verifier_service.pool import TaskTimeout, WorkerPool
-from verifier_service.schema import ComponentResult, MathOptions
+from verifier_service.schema import ComponentResult, MathOptions, ScoreItem
 from verifier_service.scoring import forked, procedural
 from verifier_service.scoring.math import MathTask
-from verifier_service.scoring.procedural import ProceduralJob
+from verifier_service.scoring.pooled import Resources
+from verifier_service.scoring.procedural import ProceduralComponent, ProceduralJob
+from verifier_service.settings import VerifierSettings
 
 pytest.importorskip("reasoning_gym.factory", reason="reasoning-gym (the `procedural` extra) is not installed")
 pytestmark = pytest.mark.usefixtures("earlier_garbage_collected")
@@ -148,12 +151,15 @@ def test_a_scorer_killed_by_a_signal_is_null_and_its_worker_lives_on() -> None:
     assert (next_one.score, next_one.verdict) == (1.0, "correct") and same_worker
 
 
-@pytest.mark.parametrize(("dataset", "forks"), [("countdown", True), ("chain_sum", False)])
+@pytest.mark.parametrize(
+    ("dataset", "setting", "forks"),
+    [("countdown", True, True), ("chain_sum", True, False), ("countdown", False, False)],
+)
 def test_only_the_scorers_that_compile_the_answer_run_forked(
-    dataset: str, forks: bool, monkeypatch: pytest.MonkeyPatch
+    dataset: str, setting: bool, forks: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The nine guarded scorers (countdown among them) run in a fork; the others, which read the answer as data,
-    in the worker: a fork costs more than they do. Right answers score 1 either way."""
+    """The nine guarded scorers (countdown among them) run in a fork, unless VERIFIER_PROCEDURAL_FORK is off; the
+    others, which read the answer as data, in the worker: a fork costs more than they do. Right answers score 1."""
     entry = generated(dataset)[0]
     calls: list[float] = []
 
@@ -162,6 +168,11 @@ def test_only_the_scorers_that_compile_the_answer_run_forked(
         return forked.run_forked(call, timeout_s)
 
     monkeypatch.setattr(procedural, "run_forked", counted)
-    job = ProceduralJob(dataset, json.dumps(entry), str(entry["answer"]), False, 5.0)
+    monkeypatch.setenv("VERIFIER_PROCEDURAL_FORK", str(setting).lower())
+    spec = {"dataset": dataset, "entry": entry}
+    completion = f"<answer>{entry['answer']}</answer>"
+    item = ScoreItem.model_validate({"id": "i", "completion": completion, "procedural": spec})
+    job = ProceduralComponent(Resources(VerifierSettings(), None, Metrics(), None)).prepare(item, item.procedural)
+    assert isinstance(job, ProceduralJob) and job.fork is setting
     assert job.run().verdict == "correct"
     assert len(calls) == (1 if forks else 0)

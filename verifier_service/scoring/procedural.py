@@ -10,11 +10,12 @@ Isolation: the worker builds the dataset's scorer (once: `dataset_scorer`). For 
 (scoring/forked.py); the fork applies the guard, runs the scorer (`scored`), sends its result back as JSON and exits.
 Whatever such a scorer does to its process's memory (a module patched, a cache poisoned: code that got past the
 guard) dies with the fork, so no job changes how a later one of any component is scored in that worker, and a
-scorer that kills its process costs its item only. The other 96 run in the worker itself: their scorers read the
-answer as data, and a fork costs 4 to 25 ms (its page tables grow with the worker's memory) against their 0.1 to
-1 ms. Still not a sandbox: the fork has the worker's user, files and network, and code that ran in it could forge
-its own item's result (`returned` takes only a scorer's verdicts and a score in [0, 1]), write files, or signal
-other processes; the entry is trusted (some scorers eval or sympy-parse its fields).
+scorer that kills its process costs its item only (VERIFIER_PROCEDURAL_FORK=false turns the forks off: the guard
+is then the only wall). The other 96 run in the worker itself: their scorers read the answer as data, and a fork
+costs 4 to 25 ms (its page tables grow with the worker's memory) against their 0.1 to 1 ms. Still not a sandbox:
+the fork has the worker's user, files and network, and code that ran in it could forge its own item's result
+(`returned` takes only a scorer's verdicts and a score in [0, 1]), write files, or signal other processes; the entry
+is trusted (some scorers eval or sympy-parse its fields).
 
 Time: the scorer call itself is timed (`timed`: the import of reasoning-gym, about 1.5 s, and building a dataset's
 scorer, up to 1 s, happen once per worker and are not the answer's fault; nor is the fork); the worker kills a fork
@@ -148,11 +149,12 @@ class ProceduralJob:
     answer: str
     partial: bool
     timeout_s: float
+    fork: bool = True  # VERIFIER_PROCEDURAL_FORK: the scorers that compile the answer run in a throwaway fork
 
     def run(self) -> ComponentResult:
         """In the worker: the dataset's scorer, built here once (forks inherit it), then `scored`: in a throwaway
-        fork for the scorers that compile the answer (those procedural_guard.py guards), so that nothing they do to
-        their process reaches the worker; the others, which only read it as data, here."""
+        fork for the scorers that compile the answer (those procedural_guard.py guards; unless `fork` is off), so
+        that nothing they do to their process reaches the worker; the others, which only read it as data, here."""
         extracted = self.answer[:200]
         try:
             scorer = dataset_scorer(self.dataset)
@@ -160,7 +162,7 @@ class ProceduralJob:
             return result(None, Verdict.SCORER_UNAVAILABLE, _UNAVAILABLE)
         except Exception as exc:  # the dataset's class cannot be built here
             return result(None, Verdict.SCORER_ERROR, f"building the scorer raised {type(exc).__name__}")
-        if self.dataset not in GUARDS:  # no code of the answer's runs: a fork would cost 4 to 25 ms for nothing
+        if not self.fork or self.dataset not in GUARDS:  # one that reads the answer as data: a fork costs 4 to 25 ms
             return self.scored(scorer)
         try:
             sent = run_forked(lambda: self.scored(scorer).model_dump_json(), self.timeout_s + KILL_AFTER_S)
@@ -229,7 +231,8 @@ class ProceduralComponent(WorkerComponent):
         if len(answer) > MAX_ANSWER_CHARS:
             detail = f"The answer is longer than {MAX_ANSWER_CHARS} characters."
             return result(0.0, Verdict.ANSWER_TOO_LONG, detail, answer[:200])
-        return ProceduralJob(spec.dataset, spec.entry_json(), answer, spec.partial, spec.timeout_s)
+        fork = self.settings.procedural_fork
+        return ProceduralJob(spec.dataset, spec.entry_json(), answer, spec.partial, spec.timeout_s, fork)
 
     def timeout_s(self, job: ProceduralJob) -> float:
         return job.timeout_s + COLD_START_S  # the job times its scorer itself; this is the backstop
