@@ -157,13 +157,20 @@ def percentile(samples: list[float], q: float) -> float:
 
 
 def time_calls(call: Callable[[], Any], repeats: int) -> list[float]:
-    call()  # warm-up
-    times = []
+    return wall_and_cpu(call, repeats)[0]
+
+
+def wall_and_cpu(call: Callable[[], Any], repeats: int) -> tuple[list[float], list[float]]:
+    """Each call's wall time and this thread's CPU time (what the call itself cost, without the waits for a core
+    that a shared machine adds to the wall time), after a warm-up call."""
+    call()
+    wall, cpu = [], []
     for _ in range(repeats):
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.thread_time()
         call()
-        times.append(time.perf_counter() - started)
-    return times
+        cpu.append(time.thread_time() - cpu_started)
+        wall.append(time.perf_counter() - started)
+    return wall, cpu
 
 
 def in_process(texts: dict[str, str], repeats: int) -> None:
