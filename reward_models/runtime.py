@@ -147,9 +147,13 @@ class LoadedModel:
         template = inputs[indexes[0]].template
         try:
             ids = token_ids(self.tokenizer, template, [(inputs[i].prompt, inputs[i].completion) for i in indexes])
-        except Exception:  # a template that cannot render this input: the model cannot judge it
-            log.exception("model %s: tokenizing %d inputs failed", self.name, len(indexes))
-            out.update({index: Outcome(None, "model_error") for index in indexes})
+        except Exception:  # a template that cannot render an input: each alone, so that it costs only itself
+            if len(indexes) > 1:
+                for index in indexes:
+                    self._tokenize(inputs, [index], rows, tokens, out)
+                return
+            log.exception("model %s: laying out an input failed", self.name)
+            out[indexes[0]] = Outcome(None, "model_error")
             return
         for index, row in zip(indexes, ids, strict=True):
             length = len(row)

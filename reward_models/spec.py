@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 ModelKind = Literal["rm", "prm"]  # a sequence-classification reward model; a process reward model (token scores)
 ModelDtype = Literal["auto", "float32", "bfloat16", "float16"]
+MODEL_NAME = r"^[A-Za-z0-9][\w.-]{0,63}$"  # what requests name a model by (`"model": NAME`)
 DEVICE_PATTERN = r"^(cpu|cuda(:[0-9]{1,2})?)$"
 DEFAULT_BATCH_TOKENS = 16_384
 

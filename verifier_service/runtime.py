@@ -36,6 +36,10 @@ def item_problem(item: ScoreItem, settings: VerifierSettings) -> tuple[str, str]
         return "code", CODE_OFF
     if item.sql is not None and item.sql.db is not None and item.sql.db not in settings.sql_databases:
         return "sql.db", "names no database of this server (VERIFIER_SQL_DATABASES lists them)"
+    if item.rm is not None and (model := settings.models.get(item.rm.model)) is None:
+        return "rm.model", "names no model of this server (GET /v1/models lists them; VERIFIER_MODELS sets them)"
+    if item.rm is not None and model is not None and model.kind != "rm":
+        return "rm.model", f"names a model of kind {model.kind}; rm needs a sequence-classification model (kind rm)"
     return None
 
 

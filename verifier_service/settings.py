@@ -15,12 +15,11 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from reward_models.spec import ModelSpec
+from reward_models.spec import MODEL_NAME, ModelSpec
 from sandbox.api import POOL_NAME_PATTERN
 from sandbox.uids import BLOCK as UID_BLOCK
 from verifier_service.compat_mapping import SPECIAL_TOKENS
 
-MODEL_NAME = r"[A-Za-z0-9][\w.-]{0,63}"  # names requests use (`"model": NAME`) and the model routes show
 DEFAULT_SPECIAL_TOKENS = SPECIAL_TOKENS  # what the trainer routes strip by default (one list: compat_mapping)
 
 
@@ -127,7 +126,7 @@ class VerifierSettings(BaseSettings):
     @model_validator(mode="after")
     def _check_model_names(self) -> VerifierSettings:
         for name in self.models:
-            if not re.fullmatch(MODEL_NAME, name):
+            if not re.match(MODEL_NAME, name):
                 raise ValueError(f"VERIFIER_MODELS: model name {name[:40]!r} must match {MODEL_NAME}")
         return self
 
