@@ -132,10 +132,10 @@ def build_reward_model(
         num_attention_heads=heads,
         num_key_value_heads=1,
         max_position_embeddings=max_positions,
-        num_labels=1,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
+    config.num_labels = 1  # one score per sequence
     torch.manual_seed(seed)
     model = Qwen2ForSequenceClassification(config)
     with torch.no_grad():
