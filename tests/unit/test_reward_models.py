@@ -127,12 +127,54 @@ def test_a_deadline_stops_between_batches(checkpoint: Path, monkeypatch: pytest.
     assert entered.is_set() and 0 < len(done) < len(found)  # some batches ran, the rest were never started
 
 
-def test_equal_inputs_of_a_request_run_once(checkpoint: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def rm_component(runtime: ModelRuntime) -> Any:
     from verifier_service.metrics import Metrics
     from verifier_service.resources import Models
     from verifier_service.scoring.pooled import Resources
     from verifier_service.scoring.rm import RmComponent
 
+    return RmComponent(Resources(VerifierSettings(batch_timeout_s=30), Metrics(), {"models": Models(runtime)}))
+
+
+def run_component(runtime: ModelRuntime, items: list[ScoreItem], seconds: float) -> tuple[Any, dict[Any, Any]]:
+    """The component's results for the items' jobs (equal jobs once), by a deadline `seconds` away."""
+    component = rm_component(runtime)
+    jobs: dict[Any, list[int]] = {}
+    for index, item in enumerate(items):
+        assert item.rm is not None
+        jobs.setdefault(component.prepare(item, item.rm), []).append(index)
+
+    async def main() -> dict[Any, Any]:
+        await runtime.start()
+        try:
+            return dict(await component.run(jobs, asyncio.get_running_loop().time() + seconds, object()))
+        finally:
+            await runtime.close()
+
+    return component, asyncio.run(main())
+
+
+def test_what_the_deadline_left_unscored_is_deadline_exceeded(
+    checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logits = LoadedModel.logits
+
+    def slow(self: LoadedModel, rows: Sequence[Any]) -> list[float]:
+        threading.Event().wait(0.5)
+        return logits(self, rows)
+
+    monkeypatch.setattr(LoadedModel, "logits", slow)
+    items = [
+        ScoreItem.model_validate({"prompt": item.prompt, "completion": item.completion, "rm": {"model": "m"}})
+        for item in texts(24)
+    ]
+    _, results = run_component(runtime_of(checkpoint, batch_tokens=64), items, seconds=1.0)
+    verdicts = [(result.score is None, result.verdict) for result in results.values()]
+    assert (False, "scored") in verdicts and (True, "deadline_exceeded") in verdicts
+    assert set(verdicts) == {(False, "scored"), (True, "deadline_exceeded")}
+
+
+def test_equal_inputs_of_a_request_run_once(checkpoint: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[int] = []
     score = LoadedModel.score
 
@@ -141,28 +183,15 @@ def test_equal_inputs_of_a_request_run_once(checkpoint: Path, monkeypatch: pytes
         score(self, inputs, stop, out)
 
     monkeypatch.setattr(LoadedModel, "score", counted)
-    runtime = runtime_of(checkpoint)
-    component = RmComponent(Resources(VerifierSettings(), Metrics(), {"models": Models(runtime)}))
     items = [
         ScoreItem.model_validate({"prompt": "p", "completion": text, "rm": {"model": "m", "transform": transform}})
         for text, transform in [("a", "raw"), ("a", "sigmoid"), ("b", "raw"), ("a", "raw")]
     ]
-    specs = [item.rm for item in items if item.rm is not None]
-    jobs: dict[Any, list[int]] = {}
-    for index, (item, spec) in enumerate(zip(items, specs, strict=True)):
-        jobs.setdefault(component.prepare(item, spec), []).append(index)
-
-    async def main() -> dict[Any, Any]:
-        await runtime.start()
-        try:
-            return await component.run(jobs, asyncio.get_running_loop().time() + 60, object())
-        finally:
-            await runtime.close()
-
-    results = asyncio.run(main())
-    assert len(jobs) == 3 and seen == [2]  # "a" raw, "a" sigmoid and "b": two inputs, one call
-    raw, squashed = (results[component.prepare(items[i], specs[i])] for i in (0, 1))
+    component, results = run_component(runtime_of(checkpoint), items, seconds=60)
+    assert len(results) == 3 and seen == [2]  # "a" raw, "a" sigmoid and "b": two inputs, one call
+    raw, squashed = (results[component.prepare(items[i], items[i].rm)] for i in (0, 1))
     assert squashed.score == pytest.approx(1 / (1 + math.exp(-raw.score)))
+    assert raw.model_version is not None and raw.model_version == squashed.model_version
 
 
 def test_bad_model_settings_name_the_model_and_the_field() -> None:
