@@ -93,10 +93,11 @@ class LoadedModel:
         auto = AutoModelForSequenceClassification if spec.kind == "rm" else AutoModelForTokenClassification
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(spec.path)
-            model = auto.from_pretrained(spec.path, dtype=spec.dtype)
-        except (OSError, ValueError) as exc:
-            raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: cannot load {spec.path!r}: {exc}") from None
-        self.model = model.to(spec.device).eval()
+            model = auto.from_pretrained(spec.path, dtype=spec.dtype).to(spec.device)
+        except Exception as exc:  # a missing or broken checkpoint, an unknown architecture, no room on the device
+            detail = f"{type(exc).__name__}: {exc}"
+            raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: cannot load {spec.path!r}: {detail}") from None
+        self.model = model.eval()
         config = self.model.config
         if spec.kind == "rm" and config.num_labels != 1:
             raise ModelLoadError(
