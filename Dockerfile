@@ -50,6 +50,7 @@ COPY README.md setup.py /src/
 COPY verifier_service /src/verifier_service
 COPY sandbox /src/sandbox
 COPY trainer_client /src/trainer_client
+COPY reward_models /src/reward_models
 # --no-deps: the dependencies are above; the build tools leave the venv once the project is in. The check imports
 # the installed package with its C modules (-P: not the copy in /src, the working directory), and reasoning-gym.
 RUN set -eu; \

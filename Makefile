@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-SRC := $(wildcard verifier_service sandbox trainer_client tests bench deploy conftest.py setup.py)
+SRC := $(wildcard verifier_service sandbox trainer_client reward_models tests bench deploy conftest.py setup.py)
 
 
 INTEROP := .venv-interop

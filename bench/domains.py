@@ -32,6 +32,8 @@ from components import chinese, english, percentile, time_calls, wall_and_cpu
 from machine import load_average, verifier
 
 from verifier_service.metrics import Metrics
+from verifier_service.pool import WorkerPool
+from verifier_service.resources import MathWorkers
 from verifier_service.schema import COMPONENTS, ComponentResult, ScoreItem
 from verifier_service.scoring import POOLED, TEXT
 from verifier_service.scoring.pooled import Resources
@@ -180,7 +182,10 @@ def in_process(repeats: int) -> None:
         f"\n1. in process, {repeats} calls each: ms per item, p50 / p99 of the wall time, then of this thread's CPU "
         "time (pooled: preparation on the loop; the job; a procedural job's fork is not this thread)"
     )
-    resources = Resources(VerifierSettings(), None, Metrics(), None)  # type: ignore[arg-type]
+    metrics = Metrics()  # a pool never started: the jobs run here, one by one
+    resources = Resources(
+        VerifierSettings(), metrics, {"math_workers": MathWorkers(WorkerPool(1, "unused:run"), metrics)}
+    )
     for name, inputs in cases(random.Random(0)).items():
         if name not in COMPONENTS:
             print(f"{name:<13} (not in this build)")

@@ -11,9 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from sandbox import Executor
-from verifier_service.metrics import Metrics
-from verifier_service.pool import TaskTimeout, WorkerPool
+from verifier_service.pool import TaskTimeout
 from verifier_service.schema import ComponentResult, ItemResult, ScoreItem, Verdict
 from verifier_service.scoring import GATED, POOLED
 from verifier_service.scoring.pooled import PooledComponent, Resources, cancel, deadline_exceeded
@@ -27,7 +25,6 @@ from verifier_service.scoring.texts import (
     text_chars,
     text_components,
 )
-from verifier_service.settings import VerifierSettings
 
 log = logging.getLogger(__name__)
 
@@ -82,14 +79,10 @@ def _result(item: ScoreItem, found: dict[str, ComponentResult]) -> ItemResult:
 
 
 class Engine:
-    def __init__(
-        self, settings: VerifierSettings, pool: WorkerPool, metrics: Metrics, executor: Executor | None = None
-    ) -> None:
-        self.settings = settings
-        self.pool = pool
-        self.executor = executor
-        self.metrics = metrics
-        resources = Resources(settings, pool, metrics, executor)
+    def __init__(self, resources: Resources) -> None:
+        self.settings = resources.settings
+        self.pool = resources.pool
+        self.metrics = resources.metrics
         self.pooled: dict[str, PooledComponent] = {name: make(resources) for name, make in POOLED.items()}
 
     async def score(self, items: list[ScoreItem]) -> list[ItemResult]:

@@ -21,7 +21,7 @@ from verifier_service.engine import Engine
 from verifier_service.errors import CLIENT_CLOSED
 from verifier_service.metrics import Metrics
 from verifier_service.runtime import Runtime, item_problem
-from verifier_service.schema import ErrorResponse, ScoreRequest, ScoreResponse
+from verifier_service.schema import ErrorResponse, ModelInfo, ModelsResponse, ScoreRequest, ScoreResponse
 from verifier_service.settings import VerifierSettings
 
 log = logging.getLogger(__name__)
@@ -165,6 +165,7 @@ async def root(request: Request) -> dict[str, Any]:
         "routes": {
             "score": "POST /v1/score",
             "components": "GET /v1/components",
+            "models": "GET /v1/models",
             "trainers": "POST /v1/compat/openrlhf | /v1/compat/slime | /v1/compat/nemo-gym/verify",
             "health": "GET /healthz",
             "ready": "GET /readyz",
@@ -180,6 +181,14 @@ async def list_components() -> ComponentsResponse:
     return COMPONENTS_INFO
 
 
+@router.get("/v1/models", response_model=ModelsResponse)
+async def list_models(request: Request) -> ModelsResponse:
+    """The reward models this server serves (VERIFIER_MODELS): name, kind, checkpoint path, loaded version, device."""
+    runtime: Runtime | None = getattr(request.app.state, "runtime", None)
+    shown = runtime.parts["models"].report()[1] if runtime is not None else {}
+    return ModelsResponse(models=[ModelInfo(name=name, **model) for name, model in shown.items()])
+
+
 @router.get("/healthz")
 async def healthz() -> dict[str, str]:
     """The process is alive."""
@@ -188,7 +197,8 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 async def readyz(request: Request) -> JSONResponse:
-    """Ready when every math worker is up and the sandbox can run code (unless code is off); 503 otherwise."""
+    """Ready when every math worker is up, the sandbox can run code (unless code is off) and every model is loaded;
+    503 otherwise."""
     runtime: Runtime | None = getattr(request.app.state, "runtime", None)
     if runtime is None:  # before the lifespan started it
         return JSONResponse({"status": "starting"}, status_code=503)

@@ -1,5 +1,6 @@
-"""The verifier's working parts apart from HTTP: the math worker pool, the sandbox executor (unless code is off) and
-the engine over them, started and stopped together. The app's lifespan owns one; so does the in-process `Verifier`.
+"""The verifier's working parts apart from HTTP: the pooled resources of `resources.PARTS` (the math worker pool,
+the sandbox executor unless code is off, the reward models) and the engine over them, started and stopped together.
+The app's lifespan owns one; so does the in-process `Verifier`.
 """
 
 from __future__ import annotations
@@ -10,42 +11,20 @@ import logging
 import os
 from typing import Any
 
-from sandbox import Executor, Limits, SandboxConfig, create_executor
 from verifier_service.engine import Engine
 from verifier_service.metrics import Metrics
-from verifier_service.pool import WorkerPool
+from verifier_service.resources import PARTS, Part
 from verifier_service.schema import COMPONENTS, ScoreItem
+from verifier_service.scoring.pooled import Resources
 from verifier_service.settings import VerifierSettings, unknown_settings
 
 log = logging.getLogger(__name__)
 
-WORKER_TASK = "verifier_service.scoring.worker:run"  # math comparisons and chunks of text components
 READY_POLL_S = 1.0  # how often a service that started unready checks whether it is ready now, to say so
 # Every component but code needs no sandbox: the message names them from the component table.
 CODE_OFF = "code scoring is off on this server (VERIFIER_CODE_ENABLED=false); these components work: " + ", ".join(
     name for name in COMPONENTS if name != "code"
 )
-
-
-def sandbox_config(settings: VerifierSettings) -> SandboxConfig:
-    box = settings.sandbox
-    maxima = Limits(
-        wall_s=box.max_wall_s,
-        cpu_s=box.max_wall_s,
-        memory_mb=box.max_memory_mb,
-        max_processes=box.max_processes,
-        max_file_mb=box.max_file_mb,
-        max_output_bytes=box.max_output_bytes,
-    )
-    return SandboxConfig(
-        pool_size=box.pool_size,
-        max_limits=maxima,
-        jobs_per_sandbox=box.jobs_per_sandbox,
-        image=box.image,
-        pool_name=box.pool_name,
-        uid_base=box.uid_base,
-        require_isolation=box.require_isolation,
-    )
 
 
 def item_problem(item: ScoreItem, settings: VerifierSettings) -> tuple[str, str] | None:
@@ -57,6 +36,10 @@ def item_problem(item: ScoreItem, settings: VerifierSettings) -> tuple[str, str]
         return "code", CODE_OFF
     if item.sql is not None and item.sql.db is not None and item.sql.db not in settings.sql_databases:
         return "sql.db", "names no database of this server (VERIFIER_SQL_DATABASES lists them)"
+    if item.rm is not None and (model := settings.models.get(item.rm.model)) is None:
+        return "rm.model", "names no model of this server (GET /v1/models lists them; VERIFIER_MODELS sets them)"
+    if item.rm is not None and model is not None and model.kind != "rm":
+        return "rm.model", f"names a model of kind {model.kind}; rm needs a sequence-classification model (kind rm)"
     return None
 
 
@@ -86,20 +69,16 @@ class Runtime:
     def __init__(self, settings: VerifierSettings, metrics: Metrics | None = None) -> None:
         self.settings = settings
         self.metrics = metrics or Metrics()
-        self.pool = WorkerPool(settings.math_workers, WORKER_TASK)
-        self.executor: Executor | None = None
-        if settings.code_enabled:
-            self.executor = create_executor(settings.sandbox_backend, sandbox_config(settings))
-        self.engine = Engine(settings, self.pool, self.metrics, self.executor)
+        self.parts: dict[str, Part] = {name: build(settings, self.metrics) for name, build in PARTS.items()}
+        self.engine = Engine(Resources(settings, self.metrics, self.parts))
         self._announcer: asyncio.Future[None] | None = None
-        self.metrics.sandbox.status = self.sandbox_status
 
     async def start(self) -> None:
-        """Start the workers and the sandbox; if either cannot start, stop the other before raising."""
+        """Start every part; if one cannot start, stop the others before raising."""
         warn_unknown_settings()
         check_sql_databases(self.settings)
         try:
-            await asyncio.gather(self.pool.start(), *([self.executor.start()] if self.executor else []))
+            await asyncio.gather(*(part.start() for part in self.parts.values()))
         except BaseException:
             await self.close()
             raise
@@ -114,35 +93,27 @@ class Runtime:
         while not ready:
             await asyncio.sleep(READY_POLL_S)
             ready, body = self.readiness()
-        log.info("verifier ready: %d math workers, sandbox %s", len(body["math_workers"]["pids"]), body["sandbox"])
+        models = ", ".join(f"{name} {model['version']}" for name, model in body["models"].items()) or "none"
+        log.info(
+            "verifier ready: %d math workers, sandbox %s, models %s",
+            len(body["math_workers"]["pids"]), body["sandbox"], models,
+        )  # fmt: skip
 
     def _not_ready_reason(self, body: dict[str, Any]) -> str:
-        reasons = []
-        if not self.pool.ready:
-            reasons.append(f"{body['math_workers']['alive']} of {self.settings.math_workers} math workers up")
-        sandbox = body["sandbox"]
-        if not sandbox.get("ready"):  # the sandbox logs its own error: said once, there
-            why = "its error is logged above and shown by /readyz" if sandbox.get("last_error") else "starting"
-            reasons.append(f"no sandbox can run code yet ({why})")
-        return "; ".join(reasons)
+        return "; ".join(part.waiting_for(body[name]) for name, part in self.parts.items() if not part.report()[0])
 
     async def close(self) -> None:
         if self._announcer is not None:
             self._announcer.cancel()
             await asyncio.wait({self._announcer})  # ended, not only asked to end (wait raises neither's exception)
-        await asyncio.gather(self.pool.close(), *([self.executor.close()] if self.executor else []))
-
-    def sandbox_status(self) -> dict[str, Any]:
-        if self.executor is None:
-            return {"enabled": False, "ready": True, "detail": "code scoring is off (CODE_ENABLED)"}
-        return {"enabled": True, **self.executor.status()}
+        await asyncio.gather(*(part.close() for part in self.parts.values()))
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
-        """Ready when every math worker is up and the sandbox can run code (unless code is off); and what /readyz
-        shows."""
-        pids = self.pool.pids()
-        self.metrics.workers_alive.set(len(pids))
-        sandbox = self.sandbox_status()
-        ready = self.pool.ready and bool(sandbox.get("ready"))
-        body = {"status": "ready" if ready else "starting", "math_workers": {"alive": len(pids), "pids": pids}}
-        return ready, {**body, "sandbox": sandbox}
+        """Ready when every part is (every math worker up, the sandbox able to run code unless code is off, every
+        model loaded); and what /readyz shows: each part's report under its name."""
+        reports = {name: part.report() for name, part in self.parts.items()}
+        ready = all(ok for ok, _ in reports.values())
+        return ready, {
+            "status": "ready" if ready else "starting",
+            **{name: shown for name, (_, shown) in reports.items()},
+        }

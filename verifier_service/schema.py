@@ -2,8 +2,8 @@
 
 This module is the one place the request and response shapes are defined: the service validates with these
 models and the trainer client builds and parses with them. It imports pydantic and, of the project, only what imports
-nothing of it: `json_schemas` (the rules a json_schema spec's schema must pass) and a constant, the names of
-reasoning-gym's datasets (procedural_datasets.py).
+nothing of it: `json_schemas` (the rules a json_schema spec's schema must pass) and constants, the names of
+reasoning-gym's datasets (procedural_datasets.py) and the pattern of a model's name (reward_models/spec.py).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from pydantic import (
 )
 from pydantic.types import JsonValue
 
+from reward_models.spec import MODEL_NAME
 from verifier_service import json_schemas
 from verifier_service.procedural_datasets import DATASETS as PROCEDURAL_DATASETS
 from verifier_service.procedural_datasets import REASONING_GYM_VERSION
@@ -44,7 +45,7 @@ API_VERSION = "v1"
 # of `ScoreItem` and a scorer in `verifier_service.components`.
 ComponentName = Literal[
     "math", "code", "choice", "answer", "json_schema", "sql", "instructions", "procedural",
-    "format", "overlong", "length", "repetition", "language", "steps",
+    "format", "overlong", "length", "repetition", "language", "steps", "rm",
 ]  # fmt: skip
 COMPONENTS: tuple[str, ...] = get_args(ComponentName)
 WEIGHT_LIMIT = 1e6  # |weight| at most this: a weighted sum of component scores can never overflow to inf
@@ -125,6 +126,10 @@ class Verdict(StrEnum):
     # steps (with valid)
     INVALID_STEP = "invalid_step"  # some claim is wrong
     NO_STEPS = "no_steps"  # no arithmetic claim to check: scores 1, nothing to fault
+    # rm
+    SCORED = "scored"  # the model's score
+    TOO_LONG = "too_long"  # cannot judge: the input is longer than the model's max_tokens (on_overflow "null")
+    MODEL_ERROR = "model_error"  # cannot judge: the model failed on this input (its forward pass, its template)
 
 
 TEST_VERDICTS = ("passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit")
@@ -1000,6 +1005,38 @@ class StepsSpec(ComponentSpec):
     think_tag: str = _think_tag()
 
 
+class RmSpec(ComponentSpec):
+    """A reward model's score: a sequence-classification model this server loads (VERIFIER_MODELS; GET /v1/models
+    lists them), such as TRL's RewardTrainer makes, given the prompt and the completion laid out as RewardTrainer
+    trained it (raw: prompt + completion + EOS, with the tokenizer's special tokens; chat: the chat template over a
+    user and an assistant turn). The score is its logit at the last token that is not padding (or the logit's
+    sigmoid); the result names the model's version. Not a correctness component: combined with one, the model's
+    score could lift a wrong answer above a right one, so such an item needs allow_order_inversion."""
+
+    verdicts = (Verdict.SCORED, Verdict.TOO_LONG, Verdict.MODEL_ERROR)
+    null_verdicts = (Verdict.TOO_LONG, Verdict.MODEL_ERROR)
+    range_text = "any real number (transform raw); (0, 1) (transform sigmoid)"
+
+    model: str = Field(..., pattern=MODEL_NAME, description="The model's name on this server (VERIFIER_MODELS).")
+    template: Literal["raw", "chat"] = Field(
+        "raw",
+        description="raw: prompt + completion + the EOS token's text, tokenized with special tokens (RewardTrainer's "
+        "layout for a non-conversational dataset); chat: the tokenizer's chat template over a user turn (the prompt) "
+        "and an assistant turn (the completion), as for a conversational one.",
+    )
+    transform: Literal["raw", "sigmoid"] = Field(
+        "raw", description="raw: the logit itself; sigmoid: squashed into (0, 1)."
+    )
+    on_overflow: Literal["keep_end", "null"] = Field(
+        "keep_end",
+        description="An input longer than the model's max_tokens keeps its last max_tokens tokens (keep_end), or "
+        "scores null (too_long). It is never cut at the end, where the answer is.",
+    )
+
+    def score_range(self) -> tuple[float, float]:
+        return (0.0, 1.0) if self.transform == "sigmoid" else (-math.inf, math.inf)
+
+
 _KwargValue = str | StrictInt | StrictFloat | StrictBool | None | list[str | StrictInt | StrictFloat]
 MAX_INSTRUCTIONS = 64
 
@@ -1091,6 +1128,7 @@ class ScoreItem(_Strict):
     repetition: RepetitionSpec | None = None
     language: LanguageSpec | None = None
     steps: StepsSpec | None = None
+    rm: RmSpec | None = None
     weights: dict[ComponentName, Weight] | None = Field(
         None,
         description=f"Component name -> weight in the reward (default 1.0 each); finite, |weight| <= {WEIGHT_LIMIT:g}, "
@@ -1117,7 +1155,7 @@ class ScoreItem(_Strict):
         fields = self.__dict__  # the field values (a plain lookup: this runs for every item of every request)
         weights = fields["weights"]
         gated = [(name, spec) for name in GATED_COMPONENTS if (spec := fields[name]) is not None]
-        if not weights and not gated:  # every primary scores 1 right and 0 wrong: nothing else to check
+        if not weights and not gated and fields["rm"] is None:  # every primary scores 1 right and 0 wrong: no more
             if not any(fields[name] is not None for name in COMPONENTS):
                 raise ValueError(_NO_COMPONENT)
             return self
@@ -1160,6 +1198,11 @@ class ScoreItem(_Strict):
                        f"{', '.join(get_args(PrimaryName))}"  # fmt: skip
             if spec.correct_from is not None and spec.correct_from not in primaries:
                 return f"{name}.correct_from names a component this item does not request"
+        if primaries and "rm" in requested and not self.allow_order_inversion:
+            return (
+                "rm beside a correctness component could lift a wrong answer above a right one (the order guard does "
+                "not bound model scores yet): score rm alone, or set allow_order_inversion: true"
+            )
         if not self.allow_order_inversion:
             inversions = self._inversions(primaries, gated)
             if inversions:
@@ -1343,6 +1386,9 @@ class ComponentResult(BaseModel):
     steps: tuple[StepScore, ...] | None = Field(
         None, exclude_if=_unused, description="steps: each checked claim's character span in the completion and score"
     )
+    model_version: str | None = Field(
+        None, exclude_if=_unused, description="rm: the version of the model that gave the score (GET /v1/models)"
+    )
 
 
 def _publish_components(schema: dict[str, Any]) -> None:
@@ -1393,6 +1439,21 @@ class ScoreResponse(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [_RESPONSE_EXAMPLE]})
 
     results: list[ItemResult] = Field(..., description="One per item, in request order.")
+
+
+class ModelInfo(BaseModel):
+    """A model this server serves (VERIFIER_MODELS)."""
+
+    name: str = Field(..., description="What `rm` items name it by (`model`).")
+    kind: Literal["rm", "prm"] = Field(..., description="rm: sequence classification; prm: process reward model.")
+    path: str = Field(..., description="The checkpoint it was loaded from: a directory, or a hub id.")
+    version: str | None = Field(..., description="The loaded checkpoint's version (results echo it); null: not loaded.")
+    device: str = Field(..., description="Where it runs: cpu, cuda or cuda:N.")
+    loaded: bool = Field(..., description="Whether it is loaded and serving.")
+
+
+class ModelsResponse(BaseModel):
+    models: list[ModelInfo] = Field(..., description="Every model this server serves; empty when it serves none.")
 
 
 class ErrorDetail(BaseModel):

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from reward_models.spec import MODEL_NAME, ModelSpec
 from sandbox.api import POOL_NAME_PATTERN
 from sandbox.uids import BLOCK as UID_BLOCK
 from verifier_service.compat_mapping import SPECIAL_TOKENS
@@ -115,11 +117,24 @@ class VerifierSettings(BaseSettings):
         description="Databases `sql` items may name: a JSON object, name -> {path, sha256}. The service refuses to "
         "start when a file's hash differs.",
     )
+    models: dict[str, ModelSpec] = Field(
+        default_factory=dict,
+        description="Models `rm` items may name: a JSON object, name -> {path, kind, device, dtype, max_tokens, "
+        "batch_tokens}. Each is loaded at start (torch and transformers only then); one that cannot be loaded stops "
+        "the service from starting.",
+    )
 
     @model_validator(mode="after")
     def _check_deadlines(self) -> VerifierSettings:
         if self.math_timeout_s >= self.batch_timeout_s:
             raise ValueError("VERIFIER_MATH_TIMEOUT_S must be shorter than VERIFIER_BATCH_TIMEOUT_S")
+        return self
+
+    @model_validator(mode="after")
+    def _check_model_names(self) -> VerifierSettings:
+        for name in self.models:
+            if not re.match(MODEL_NAME, name):
+                raise ValueError(f"VERIFIER_MODELS: model name {name[:40]!r} must match {MODEL_NAME}")
         return self
 
     @model_validator(mode="after")

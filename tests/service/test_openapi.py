@@ -82,7 +82,17 @@ def test_the_shapes_trainers_hold_are_published(spec: dict[str, Any]) -> None:
 def test_the_response_schema_lists_every_field_and_verdict(spec: dict[str, Any]) -> None:
     schemas = spec["components"]["schemas"]
     result = schemas["ComponentResult"]["properties"]
-    assert set(result) == {"score", "verdict", "detail", "extracted", "passed", "total", "tests", "steps"}
+    assert set(result) == {
+        "score",
+        "verdict",
+        "detail",
+        "extracted",
+        "passed",
+        "total",
+        "tests",
+        "steps",
+        "model_version",
+    }
     components = schemas["ItemResult"]["properties"]["components"]["properties"]
     assert set(components) == set(COMPONENTS)
     for name in COMPONENTS:

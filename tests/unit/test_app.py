@@ -66,7 +66,7 @@ def test_item_needs_a_component() -> None:
 
 
 def test_sandbox_settings_reach_the_executor(monkeypatch: pytest.MonkeyPatch) -> None:
-    from verifier_service.runtime import sandbox_config
+    from verifier_service.resources import sandbox_config
 
     monkeypatch.setenv("VERIFIER_SANDBOX__UID_BASE", "20001")
     monkeypatch.setenv("VERIFIER_SANDBOX__POOL_NAME", "replica-2")

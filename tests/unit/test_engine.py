@@ -12,13 +12,22 @@ from verifier_service import engine as engine_module
 from verifier_service.engine import Engine, _reward
 from verifier_service.metrics import Metrics
 from verifier_service.pool import WorkerPool
-from verifier_service.runtime import WORKER_TASK
+from verifier_service.resources import WORKER_TASK, MathWorkers
 from verifier_service.schema import ComponentResult, MathOptions, ScoreItem, Verdict
 from verifier_service.scoring import code as code_module
 from verifier_service.scoring import math as math_module
 from verifier_service.scoring.math import CACHEABLE, MathResult, MathTask, ResultCache
 from verifier_service.scoring.pooled import Resources
 from verifier_service.settings import VerifierSettings
+
+
+def resources(pool: WorkerPool, settings: VerifierSettings) -> Resources:
+    metrics = Metrics()
+    return Resources(settings, metrics, {"math_workers": MathWorkers(pool, metrics)})
+
+
+def engine_over(pool: WorkerPool) -> Engine:
+    return Engine(resources(pool, VerifierSettings(math_workers=1)))
 
 
 def _task(answer: str) -> MathTask:
@@ -88,7 +97,7 @@ def test_a_scorer_that_raises_on_one_item_costs_that_item_only(monkeypatch: pyte
         for text in ("<think>a</think>4", "<think>a</think>4 trips the bug", "<think>a</think>4")
     ]
     # The pool is never started: no item needs a worker (plain numbers are settled in the service; code has no sandbox).
-    engine = Engine(VerifierSettings(math_workers=1), WorkerPool(1, WORKER_TASK), Metrics())
+    engine = engine_over(WorkerPool(1, WORKER_TASK))
     results = asyncio.run(engine.score(batch))
     name = "math" if scorer == "prepare_math" else "code"
     broken = results[1].components[name]
@@ -109,7 +118,7 @@ def scored_where(monkeypatch: pytest.MonkeyPatch, batch: list[ScoreItem]) -> set
         return real(items)
 
     monkeypatch.setattr(engine_module, "score_texts", recorded)
-    engine = Engine(VerifierSettings(math_workers=1), WorkerPool(1, WORKER_TASK), Metrics())  # text only: no worker
+    engine = engine_over(WorkerPool(1, WORKER_TASK))  # text only: no worker
     asyncio.run(engine.score(batch))
     return threads
 
@@ -142,7 +151,7 @@ def test_extraction_yields_the_event_loop_every_slice_of_completions_and_golds(m
 
     async def main() -> list[Any]:
         nonlocal ticks
-        engine = Engine(VerifierSettings(math_workers=1), WorkerPool(1, WORKER_TASK), Metrics())  # golds are plain
+        engine = engine_over(WorkerPool(1, WORKER_TASK))  # golds are plain
         scoring = asyncio.ensure_future(engine.score(batch))
         while not scoring.done():
             ticks += 1
@@ -168,7 +177,7 @@ def test_a_pooled_component_is_a_table_entry_the_engine_drives_without_naming_it
 
     class StandIn:
         def __init__(self, resources: Resources) -> None:
-            calls.append(("built", resources.executor))
+            calls.append(("built", resources.part("sandbox")))
 
         def reads(self, item: ScoreItem, spec: Any) -> int:
             return len(item.completion)
@@ -185,7 +194,7 @@ def test_a_pooled_component_is_a_table_entry_the_engine_drives_without_naming_it
     monkeypatch.setitem(engine_module.POOLED, "code", StandIn)
     tests = {"code": {"tests": ["assert True"]}}
     batch = [ScoreItem.model_validate({"completion": text, **tests}) for text in ("ab", "settled", "abcd", "ab")]
-    engine = Engine(VerifierSettings(math_workers=1), WorkerPool(1, WORKER_TASK), Metrics())
+    engine = engine_over(WorkerPool(1, WORKER_TASK))
     results = asyncio.run(engine.score(batch))
     assert [r.reward for r in results] == [0.2, 0.25, 0.4, 0.2]
     assert calls == [("built", None), ("run", [("ab", [0, 3]), ("abcd", [2])])]
@@ -209,7 +218,7 @@ def test_a_worker_component_runs_each_job_in_the_pool_and_says_what_went_wrong()
         await pool.start()
         try:
             settings = VerifierSettings(math_workers=2)
-            component = Sleeper(Resources(settings, pool, Metrics(), None))
+            component = Sleeper(resources(pool, settings))
             jobs = {ComponentJob(action): [i] for i, action in enumerate(["ok", "sleep", "die", "raise"])}
             loop = asyncio.get_running_loop()
             first = await component.run(jobs, loop.time() + 20, owner=object())

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from verifier_service.metrics import Metrics
 from verifier_service.pool import WorkerPool
 from verifier_service.procedural_datasets import DATASETS, REASONING_GYM_VERSION
+from verifier_service.resources import MathWorkers
 from verifier_service.schema import ComponentResult, ProceduralSpec, ScoreItem
 from verifier_service.scoring import POOLED, procedural
 from verifier_service.scoring.pooled import Resources
@@ -40,7 +41,9 @@ COMPOSITE_PARTS = ("chain_sum", "countdown", "n_queens", "arc_agi")
 
 def component(settings: VerifierSettings | None = None, pool: WorkerPool | None = None) -> ProceduralComponent:
     settings = settings or VerifierSettings(math_workers=1)
-    return ProceduralComponent(Resources(settings, pool or WorkerPool(1, "unused:run"), Metrics(), None))
+    metrics = Metrics()
+    parts = {"math_workers": MathWorkers(pool or WorkerPool(1, "unused:run"), metrics)}
+    return ProceduralComponent(Resources(settings, metrics, parts))
 
 
 def spec(dataset: str, entry: dict[str, Any], **options: Any) -> dict[str, Any]:

@@ -16,14 +16,12 @@ from typing import Any, TypeVar
 import pytest
 
 from tests.unit.procedural_tasks import Probe
-from tests.unit.test_procedural import countdown_entry, generated
-from verifier_service.metrics import Metrics
+from tests.unit.test_procedural import component, countdown_entry, generated
 from verifier_service.pool import TaskTimeout, WorkerPool
 from verifier_service.schema import ComponentResult, MathOptions, ScoreItem
 from verifier_service.scoring import forked, procedural
 from verifier_service.scoring.math import MathTask
-from verifier_service.scoring.pooled import Resources
-from verifier_service.scoring.procedural import ProceduralComponent, ProceduralJob
+from verifier_service.scoring.procedural import ProceduralJob
 from verifier_service.settings import VerifierSettings
 
 pytest.importorskip("reasoning_gym.factory", reason="reasoning-gym (the `procedural` extra) is not installed")
@@ -172,7 +170,7 @@ def test_only_the_scorers_that_compile_the_answer_run_forked(
     spec = {"dataset": dataset, "entry": entry}
     completion = f"<answer>{entry['answer']}</answer>"
     item = ScoreItem.model_validate({"id": "i", "completion": completion, "procedural": spec})
-    job = ProceduralComponent(Resources(VerifierSettings(), None, Metrics(), None)).prepare(item, item.procedural)
+    job = component(VerifierSettings()).prepare(item, item.procedural)
     assert isinstance(job, ProceduralJob) and job.fork is setting
     assert job.run().verdict == "correct"
     assert len(calls) == (1 if forks else 0)

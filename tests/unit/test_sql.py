@@ -14,6 +14,8 @@ import pytest
 from pydantic import ValidationError
 
 from verifier_service.metrics import Metrics
+from verifier_service.pool import WorkerPool
+from verifier_service.resources import MathWorkers
 from verifier_service.runtime import check_sql_databases, item_problem
 from verifier_service.schema import ScoreItem, SqlSpec
 from verifier_service.scoring import POOLED, sql
@@ -261,7 +263,9 @@ def test_the_peers_cases_score_as_they_do_or_as_documented(case: dict[str, Any])
 
 
 def component(**settings: Any) -> SqlComponent:
-    return SqlComponent(Resources(VerifierSettings(**settings), None, Metrics(), None))  # type: ignore[arg-type]
+    metrics = Metrics()  # a pool never started: these tests run the tasks themselves
+    parts = {"math_workers": MathWorkers(WorkerPool(1, "unused:run"), metrics)}
+    return SqlComponent(Resources(VerifierSettings(**settings), metrics, parts))
 
 
 def test_sql_is_a_pooled_primary_component_and_a_missing_block_never_reaches_a_worker() -> None:

@@ -14,8 +14,9 @@ from verifier_service import engine as engine_module
 from verifier_service.engine import Engine
 from verifier_service.metrics import Metrics
 from verifier_service.pool import WorkerPool
-from verifier_service.runtime import WORKER_TASK
+from verifier_service.resources import WORKER_TASK, MathWorkers
 from verifier_service.schema import ItemResult, ScoreItem
+from verifier_service.scoring.pooled import Resources
 from verifier_service.scoring.texts import TextTask, run_text_task
 from verifier_service.settings import VerifierSettings
 
@@ -63,7 +64,11 @@ def run_engine(
         pool = WorkerPool(2, function)
         await pool.start()
         try:
-            return await use(Engine(VerifierSettings(math_workers=2, **settings), pool, Metrics()), pool)
+            metrics = Metrics()
+            resources = Resources(
+                VerifierSettings(math_workers=2, **settings), metrics, {"math_workers": MathWorkers(pool, metrics)}
+            )
+            return await use(Engine(resources), pool)
         finally:
             await pool.close()
 

@@ -151,7 +151,8 @@ class CodeComponent:
     at once), one job per distinct program."""
 
     def __init__(self, resources: Resources) -> None:
-        self.settings, self.executor = resources.settings, resources.executor
+        sandbox = resources.part("sandbox")
+        self.settings, self.executor = resources.settings, sandbox.executor if sandbox is not None else None
 
     def reads(self, item: ScoreItem, spec: CodeSpec) -> int:
         return len(item.completion)

@@ -1,6 +1,7 @@
 """The pooled kind of component: one whose judgement cannot run on the event loop (math's sympy work in the worker
-processes, code's programs in the sandbox). It is listed in `scoring.POOLED`, name -> its class, which the engine
-builds once with the service's `Resources` and then drives the same way for every such component:
+processes, code's programs in the sandbox, rm's forward passes in the model runtime's threads). It is listed in
+`scoring.POOLED`, name -> its class, which the engine builds once with the service's `Resources` and then drives the
+same way for every such component:
 
 - `reads(item, spec)`: how many characters `prepare` reads for the item, which bounds the time it holds the loop
   (the engine prepares a slice of items of at most `engine.INLINE_PREPARE_CHARS` at a time);
@@ -27,21 +28,30 @@ log = logging.getLogger(__name__)
 ITEM_FAILED = "the verifier failed on this item"  # the detail of internal_error
 
 if TYPE_CHECKING:
-    from sandbox import Executor
     from verifier_service.metrics import Metrics
     from verifier_service.pool import WorkerPool
+    from verifier_service.resources import Part
     from verifier_service.settings import VerifierSettings
 
 
 @dataclass(frozen=True)
 class Resources:
-    """What a pooled component is built with: the settings, the worker pool, the sandbox (None: none runs here) and
-    the metrics."""
+    """What a pooled component is built with: the settings, the metrics, and the runtime's pooled resources
+    (verifier_service/resources.py's table: the math workers, the sandbox, the models), by name."""
 
     settings: VerifierSettings
-    pool: WorkerPool
     metrics: Metrics
-    executor: Executor | None
+    parts: Mapping[str, Part]
+
+    def part(self, name: str) -> Any:
+        """The resource of that name (`resources.PARTS`), None when this runtime has none of it."""
+        return self.parts.get(name)
+
+    @property
+    def pool(self) -> WorkerPool:
+        """The math worker pool: the engine sends text chunks to it too, so every runtime has one."""
+        pool: WorkerPool = self.parts["math_workers"].pool  # type: ignore[attr-defined]
+        return pool
 
 
 class PooledComponent(Protocol):

@@ -1,0 +1,120 @@
+"""The `rm` component: a reward model's score of the prompt and the completion, from the model runtime
+(reward_models/runtime.py) that the service's resources hold.
+
+On the event loop an item becomes a job (the model, the layout, the texts); equal jobs of a request run once, and
+so do jobs that differ only in `transform`: each model gets each distinct input once, in one call that batches them
+under its token budget in the model's thread. What the model could not score is null, never 0: an input over its
+max_tokens with `on_overflow: "null"` (`too_long`), a forward pass or a template that failed (`model_error`), an
+input not reached by the batch deadline (`deadline_exceeded`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from reward_models.layout import Template
+from verifier_service.schema import ComponentResult, RmSpec, ScoreItem, Verdict
+from verifier_service.scoring.pooled import ITEM_FAILED, Resources, deadline_exceeded
+
+if TYPE_CHECKING:
+    from reward_models.runtime import ModelRuntime, Outcome, RmInput
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RmJob:
+    """One item's input to one model, and how its logit becomes the score."""
+
+    model: str
+    template: Template
+    keep_end: bool
+    transform: str
+    prompt: str | None
+    completion: str
+
+    def input(self) -> RmInput:
+        from reward_models.runtime import RmInput
+
+        return RmInput(self.template, self.prompt, self.completion, self.keep_end)
+
+
+def sigmoid(logit: float) -> float:
+    """1 / (1 + e^-logit), without overflow at either end.
+
+    >>> sigmoid(0.0), sigmoid(-1000.0), sigmoid(1000.0)
+    (0.5, 0.0, 1.0)
+    """
+    if logit >= 0:
+        return 1.0 / (1.0 + math.exp(-logit))
+    small = math.exp(logit)
+    return small / (1.0 + small)
+
+
+def judged(job: RmJob, outcome: Outcome, version: str) -> ComponentResult:
+    """The component's result for the model's outcome on the job's input."""
+    if outcome.failure == "too_long":
+        detail = f"the input has {outcome.tokens} tokens, more than the model's max_tokens"
+        return ComponentResult(score=None, verdict=Verdict.TOO_LONG.value, detail=detail, model_version=version)
+    if outcome.logit is None:
+        detail = "the model failed on this input"
+        return ComponentResult(score=None, verdict=Verdict.MODEL_ERROR.value, detail=detail, model_version=version)
+    if job.transform == "sigmoid":  # the logit itself in the detail: the sigmoid saturates
+        shown = f"logit {outcome.logit:.6g}"
+        return ComponentResult(
+            score=sigmoid(outcome.logit), verdict=Verdict.SCORED.value, detail=shown, model_version=version
+        )
+    return ComponentResult(score=outcome.logit, verdict=Verdict.SCORED.value, model_version=version)
+
+
+class RmComponent:
+    """rm as a pooled component: jobs made on the loop, scored by the model runtime, model by model."""
+
+    def __init__(self, resources: Resources) -> None:
+        models = resources.part("models")
+        self.settings = resources.settings
+        self.runtime: ModelRuntime | None = models.runtime if models is not None else None
+
+    def reads(self, item: ScoreItem, spec: RmSpec) -> int:
+        return len(item.completion) + len(item.prompt or "")  # a job's hash reads them
+
+    def prepare(self, item: ScoreItem, spec: RmSpec) -> RmJob:
+        keep_end = spec.on_overflow == "keep_end"
+        return RmJob(spec.model, spec.template, keep_end, spec.transform, item.prompt, item.completion)
+
+    async def run(
+        self, jobs: Mapping[RmJob, Sequence[int]], deadline: float, owner: object
+    ) -> dict[RmJob, ComponentResult]:
+        by_model: dict[str, list[RmJob]] = {}
+        for job in jobs:
+            by_model.setdefault(job.model, []).append(job)
+        scored = await asyncio.gather(
+            *(self._score(model, group, deadline) for model, group in by_model.items()), return_exceptions=True
+        )
+        results: dict[RmJob, ComponentResult] = {}
+        for group, found in zip(by_model.values(), scored, strict=True):
+            if isinstance(found, BaseException):
+                log.error("rm: scoring failed", exc_info=found)
+                failed = ComponentResult(score=None, verdict=Verdict.INTERNAL_ERROR.value, detail=ITEM_FAILED)
+                results.update(dict.fromkeys(group, failed))
+            else:
+                results.update(found)
+        return results
+
+    async def _score(self, model: str, group: list[RmJob], deadline: float) -> dict[RmJob, ComponentResult]:
+        """Each job's result, the model run once per distinct input."""
+        if self.runtime is None:  # the request was checked against VERIFIER_MODELS: not reached
+            raise RuntimeError(f"no model runtime, yet an item names model {model!r}")
+        inputs = list(dict.fromkeys(job.input() for job in group))
+        version, outcomes = await self.runtime.score(model, inputs, deadline)
+        by_input = dict(zip(inputs, outcomes, strict=True))
+        results = {}
+        for job in group:
+            outcome = by_input[job.input()]
+            results[job] = deadline_exceeded(self.settings) if outcome is None else judged(job, outcome, version)
+        return results
