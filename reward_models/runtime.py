@@ -135,7 +135,7 @@ class LoadedModel:
         for batch in batches([len(rows[index]) for index in order], self.spec.batch_tokens):
             if stop.is_set():
                 return
-            self._forward([order[position] for position in batch], rows, tokens, out)
+            self._forward([order[position] for position in batch], rows, tokens, out, stop)
 
     def _tokenize(
         self,
@@ -164,16 +164,23 @@ class LoadedModel:
             rows[index], tokens[index] = array.array("q", row[-self.max_tokens :]), length  # keep_end: the last ones
 
     def _forward(
-        self, batch: list[int], rows: dict[int, array.array[int]], tokens: dict[int, int], out: dict[int, Outcome]
+        self,
+        batch: list[int],
+        rows: dict[int, array.array[int]],
+        tokens: dict[int, int],
+        out: dict[int, Outcome],
+        stop: threading.Event,
     ) -> None:
         """One forward over the batch; should it fail (out of memory, say), each input alone, so that one bad input
-        costs only itself."""
+        costs only itself; those alone stop too once `stop` is set (a broken device fails each input in turn)."""
         try:
             logits = self.logits([rows[index] for index in batch])
         except Exception:
             if len(batch) > 1:
                 for index in batch:
-                    self._forward([index], rows, tokens, out)
+                    if stop.is_set():
+                        return
+                    self._forward([index], rows, tokens, out, stop)
                 return
             log.exception("model %s: the forward pass failed on an input of %d tokens", self.name, tokens[batch[0]])
             out[batch[0]] = Outcome(None, "model_error", tokens[batch[0]])

@@ -234,7 +234,8 @@ def database_schemas(directory: str | Path) -> dict[str, str]:
         connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
         try:
             rows = connection.execute(
-                "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY rowid"
+                "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND type IN ('table', 'view', 'index') "
+                "AND substr(name, 1, 7) <> 'sqlite_' ORDER BY rowid"  # not LIKE: its _ is any character
             ).fetchall()
         except sqlite3.DatabaseError as exc:
             raise ValueError(f"--sql_databases: {path.name} is not a readable SQLite database ({exc})") from None

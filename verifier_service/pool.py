@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 _PRELOAD = ["verifier_service.scoring.worker", "math_verify", "sympy", "numpy"]
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
 # While another request waits with no worker, a group that has run this long leaves its other tasks for later. Groups
 # of ordinary answers end well before it, so one client's concurrent chunks do not split each other's groups.
 GIVE_WAY_AFTER_S = 0.5
@@ -71,6 +72,9 @@ def _die_with_parent() -> None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # Not dumpable: a process of the same user (a scorer's throwaway fork, scoring/forked.py) cannot open this
+        # worker's /proc/<pid>/mem and rewrite it without CAP_SYS_PTRACE.
+        libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     except (OSError, AttributeError):  # not Linux: the worker ends at its next recv() instead
         return
     if os.getppid() == 1:  # the parent died before prctl took effect

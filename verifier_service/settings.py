@@ -133,7 +133,7 @@ class VerifierSettings(BaseSettings):
     @model_validator(mode="after")
     def _check_model_names(self) -> VerifierSettings:
         for name in self.models:
-            if not re.match(MODEL_NAME, name):
+            if not re.fullmatch(MODEL_NAME, name):
                 raise ValueError(f"VERIFIER_MODELS: model name {name[:40]!r} must match {MODEL_NAME}")
         return self
 

@@ -134,6 +134,12 @@ def test_sql_databases_must_hold_every_database_the_rows_name(tmp_path: Path) ->
     data.write_text(json.dumps(BIRD) + "\n" + json.dumps(SPIDER) + "\n")
     with pytest.raises(ValueError, match="has no database 'california_schools' that rows name"):
         load_prompts(str(data), components=["sql"], system_prompt="", sql_databases=str(tmp_path / "dbs"))
+    make_database(
+        tmp_path / "odd" / "odd.sqlite",
+        "CREATE TABLE sqlite3_cache (k TEXT); CREATE TRIGGER t AFTER INSERT ON sqlite3_cache BEGIN SELECT 1; END;",
+    )
+    # a table whose name LIKE 'sqlite_%' would match (its _ is any character) is the user's; a trigger is no schema
+    assert database_schemas(tmp_path / "odd") == {"odd": "CREATE TABLE sqlite3_cache (k TEXT);"}
     (tmp_path / "broken.sqlite").write_bytes(b"not a database" * 100)
     with pytest.raises(ValueError, match=r"broken\.sqlite is not a readable SQLite database"):
         database_schemas(tmp_path)

@@ -1,12 +1,15 @@
 """scoring/forked.py with real forks of this test process: the call's text comes back and nothing it does to its
 memory; a child past its time is killed and reaped, one that dies says how; it cannot write on this process's
-descriptors; an oversized result is none."""
+descriptors, nor (the pool's workers being non-dumpable) its memory; an oversized result is none."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -88,3 +91,28 @@ def test_a_result_over_the_bound_is_none() -> None:
     with pytest.raises(ChildDied, match=f"more than {MAX_RESULT_BYTES} bytes"):
         run_forked(lambda: "x" * MAX_RESULT_BYTES, 5.0)
     assert run_forked(lambda: "x" * (MAX_RESULT_BYTES - 1), 5.0) == "x" * (MAX_RESULT_BYTES - 1)
+
+
+@pytest.mark.parametrize("dumpable", [False, True])
+def test_a_fork_cannot_rewrite_its_worker_s_memory(dumpable: bool) -> None:
+    """The fork is the worker's user and knows every address in it: through /proc/<worker>/mem it could rewrite the
+    worker (the guard, math's verify), but the pool's workers are not dumpable, so that takes CAP_SYS_PTRACE. As
+    root the test drops that capability first (the image's user has none); the dumpable case shows the write is
+    otherwise possible here."""
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv (util-linux): CAP_SYS_PTRACE cannot be dropped")
+    drop = ["setpriv", "--bounding-set=-sys_ptrace"] if os.geteuid() == 0 else []
+    script = Path(__file__).with_name("fork_writes_parent.py")
+    command = [*drop, sys.executable, str(script), *(["--dumpable"] if dumpable else [])]
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(root)}
+    )
+    assert done.returncode == 0, done.stderr
+    if not dumpable:
+        assert done.stdout.split() == ["PermissionError", "guard=on"]
+        return
+    yama = Path("/proc/sys/kernel/yama/ptrace_scope")
+    if done.stdout.split()[0] != "wrote" and yama.exists() and yama.read_text().strip() != "0":
+        pytest.skip("this kernel's Yama forbids a child to write its parent's memory in any case")
+    assert done.stdout.split() == ["wrote", "guard=off"]

@@ -174,3 +174,31 @@ def test_only_the_scorers_that_compile_the_answer_run_forked(
     assert isinstance(job, ProceduralJob) and job.fork is setting
     assert job.run().verdict == "correct"
     assert len(calls) == (1 if forks else 0)
+
+
+@pytest.mark.parametrize(
+    ("sent", "partial", "verdict"),
+    [
+        ('{"score": 1.0, "verdict": "correct"}', False, "correct"),
+        ('{"score": 0.0, "verdict": "wrong", "detail": "the scorer gave 0.05"}', False, "wrong"),
+        ('{"score": 0.5, "verdict": "partial"}', True, "partial"),
+        ('{"score": null, "verdict": "timeout"}', False, "timeout"),
+        ('{"score": 0.7, "verdict": "timeout"}', False, "worker_crashed"),  # a score with a null verdict
+        ('{"score": null, "verdict": "correct"}', False, "worker_crashed"),
+        ('{"score": 0.5, "verdict": "partial"}', False, "worker_crashed"),  # partial credit the spec did not ask for
+        ('{"score": 1.0, "verdict": "partial"}', True, "worker_crashed"),
+        ('{"score": 1.0, "verdict": "match"}', False, "worker_crashed"),  # another component's verdict
+        ('{"score": 2.0, "verdict": "correct"}', False, "worker_crashed"),
+        ("not json", False, "worker_crashed"),
+    ],
+)
+def test_what_a_fork_sends_back_is_rebuilt_only_from_an_outcome_the_scorer_could_give(
+    sent: str, partial: bool, verdict: str
+) -> None:
+    """A fork that ran the answer's code may write any result: it is kept only where its verdict and score agree as
+    the fork's own judging makes them, and only those (a forged field such as `tests` or `model_version` is not)."""
+    forged = json.dumps({**json.loads(sent), "tests": [], "model_version": "x"}) if sent[0] == "{" else sent
+    back = procedural.returned(forged, "4", partial)
+    assert back.verdict == verdict
+    assert back.tests is None and back.model_version is None
+    assert (back.score is None) == (verdict in ("timeout", "worker_crashed"))

@@ -127,6 +127,26 @@ def test_a_deadline_stops_between_batches(checkpoint: Path, monkeypatch: pytest.
     assert entered.is_set() and 0 < len(done) < len(found)  # some batches ran, the rest were never started
 
 
+def test_a_failing_batch_retried_input_by_input_stops_at_the_deadline_too(
+    checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A device that fails every forward (a broken CUDA context) would fail each input of a large batch in turn: the
+    one-by-one retries stop at the deadline as batches do, so the thread is free for the next request."""
+    calls: list[int] = []
+
+    def broken(self: LoadedModel, rows: Sequence[Any]) -> list[float]:
+        calls.append(len(rows))
+        threading.Event().wait(0.1)
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(LoadedModel, "logits", broken)
+    found = run(runtime_of(checkpoint, batch_tokens=100_000), texts(40), seconds=1.0)
+    assert calls[0] == 40  # one batch, then its inputs alone
+    assert 1 < len(calls) < 41  # stopped before all 40 were retried
+    assert all(outcome is None or outcome.failure == "model_error" for outcome in found)
+    assert any(outcome is None for outcome in found)  # left for the deadline: deadline_exceeded, null
+
+
 def rm_component(runtime: ModelRuntime) -> Any:
     from verifier_service.metrics import Metrics
     from verifier_service.resources import Models
@@ -201,8 +221,9 @@ def test_bad_model_settings_name_the_model_and_the_field() -> None:
         VerifierSettings(models={"judge": {"path": "/m", "max_tokens": 100, "batch_tokens": 10}})
     with pytest.raises(ValidationError, match=r"models\.judge\.kind"):
         VerifierSettings.model_validate({"models": json.loads('{"judge": {"path": "/m", "kind": "orm"}}')})
-    with pytest.raises(ValidationError, match="model name"):
-        VerifierSettings(models={"no spaces": {"path": "/m"}})
+    for name in ("no spaces", "judge\n"):  # a name no request could give ($ alone matches before a final newline)
+        with pytest.raises(ValidationError, match="model name"):
+            VerifierSettings(models={name: {"path": "/m"}})
 
 
 def test_an_item_naming_a_model_of_another_kind_is_refused() -> None:

@@ -148,7 +148,10 @@ static Rat radd(Ctx *c, Rat a, Rat b) {
 }
 
 static Rat rneg(Ctx *c, Rat a) {
-    if (a.n == -I128_MAX - 1) c->fail = 1;
+    if (a.n == -I128_MAX - 1) { /* its negation does not fit (nor may it be computed): the window goes to Python */
+        c->fail = 1;
+        return rint_(0);
+    }
     return (Rat){-a.n, a.d};
 }
 

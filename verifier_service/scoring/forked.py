@@ -1,16 +1,19 @@
 """One call in a throwaway fork of this process (the `procedural` scorers', in a worker): the child inherits all
 that the worker has imported and built (reasoning-gym, the dataset's scorer), so it costs a fork, not a 2 s import;
 it runs the call, writes the call's text to a pipe and `os._exit`s. Whatever the call changes in the child's memory
-(a module patched, a cache poisoned, a global set) dies with it: the worker's own state is never touched, and the
-next task, of any component, is scored as before.
+(a module patched, a cache poisoned, a global set) dies with it, and the next task, of any component, is scored as
+before. Nor can it write the worker's memory from outside: the child knows every address in it, and as the same user
+could write them through /proc/<worker>/mem, but the pool makes its workers non-dumpable (`PR_SET_DUMPABLE` 0, which
+the fork inherits), so that takes CAP_SYS_PTRACE, which the image's user lacks (a service run as root keeps it).
 
 What holds: the child never outlives its call (SIGKILLed at the timeout, or after its result, and reaped), nor its
 worker (`PR_SET_PDEATHSIG`: the kernel kills it when the worker dies, as when the pool kills an overrunning worker);
-it keeps only stdio and its result pipe of the descriptors it inherits, so it cannot speak on the worker's pipe to
-the service; what it sends back is bounded text that the caller parses as untrusted (JSON, never pickle). What does
-not: the child is the worker's user with the worker's files and network, and code that runs in it can forge its
-own call's result, write files (a module on the path, read by the next worker that imports it), or signal the
-worker; a child it forks itself is not killed with it. The container is the boundary for that.
+it keeps only stdio and its result pipe of the descriptors it inherits, and the worker's channel to the service is a
+socket, which /proc/<worker>/fd cannot reopen, so it cannot speak to the service; what it sends back is bounded text
+that the caller parses as untrusted (JSON, never pickle). What does not: the child is the worker's user with the
+worker's files and network, and code that runs in it can forge its own call's result, write files (a module on the
+path, read by the next worker that imports it), write to the service's log (stdout), or signal the worker; a child
+it forks itself is not killed with it. The container is the boundary for that.
 
 Python 3.12 warns at `os.fork()` in a process with threads (a numpy worker has OpenBLAS's): a lock that another
 thread held at the fork stays held in the child. The child takes none of the service's locks; one it waits on in a
@@ -123,8 +126,7 @@ def _child(call: Callable[[], str], write_fd: int, parent: int) -> NoReturn:
     status = _FAILED
     try:
         _die_with(parent)
-        os.closerange(3, write_fd)  # the worker's pipe to the service, the pool's, the read end of its own
-        os.closerange(write_fd + 1, os.sysconf("SC_OPEN_MAX"))
+        _close_all_but(write_fd)  # the worker's pipe to the service, the pool's, the read end of its own
         view = memoryview(call().encode() + _END)
         while view:
             view = view[os.write(write_fd, view) :]
@@ -138,11 +140,33 @@ def _child(call: Callable[[], str], write_fd: int, parent: int) -> NoReturn:
 
 def _die_with(parent: int) -> None:
     """Ask Linux to SIGKILL this child when the process that forked it dies (the pool kills a worker that overruns
-    its task: a child busy in C code would outlive it otherwise)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux: the timeout still ends it
+    its task: a child busy in C code would outlive it otherwise). prctl was looked up in the worker (`_PRCTL`): a
+    dlopen here, after a fork of a process with threads, could wait forever on a lock another thread held."""
+    if _PRCTL is None:  # not Linux: the timeout still ends it
         return
+    _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # the worker died before prctl took effect
         os._exit(1)
+
+
+def _close_all_but(keep: int) -> None:
+    """Close every descriptor but stdio and `keep`: those open, as /proc lists them (a range up to the descriptor
+    limit is a close() per number where the kernel lacks close_range, and the limit may be a billion)."""
+    try:
+        open_fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc: the range, up to a limit that cannot take long
+        open_fds = list(range(3, min(os.sysconf("SC_OPEN_MAX"), 1 << 16)))
+    for fd in open_fds:
+        if fd > 2 and fd != keep:
+            with contextlib.suppress(OSError):  # the listing's own descriptor, closed already
+                os.close(fd)
+
+
+def _libc_prctl() -> Callable[..., int] | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _libc_prctl()

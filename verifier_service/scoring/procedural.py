@@ -172,7 +172,7 @@ class ProceduralJob:
         except ChildDied as died:
             detail = f"the scorer's process ended without a result ({died})"
             return result(None, Verdict.WORKER_CRASHED, detail, extracted)
-        return returned(sent, extracted)
+        return returned(sent, extracted, self.partial)
 
     def scored(self, scorer: Callable[[str | None, dict[str, Any]], float]) -> ComponentResult:
         """The guard, then the scorer (in the fork, or in the worker: `run`); what it raises is a verdict."""
@@ -190,24 +190,31 @@ class ProceduralJob:
         return judged(value, self.partial, extracted)
 
 
-# What a fork may send back: the verdicts `scored` gives.
-_SCORED = {Verdict.CORRECT, Verdict.PARTIAL, Verdict.WRONG, Verdict.SCORER_ERROR, Verdict.TIMEOUT}
+def returned(sent: str, extracted: str, partial: bool) -> ComponentResult:
+    """The fork's result, read as untrusted text (a scorer that ran the answer's code may have written it), rebuilt
+    from its verdict, score and detail where they agree as `scored` makes them: correct 1, wrong 0, partial strictly
+    between (only when the spec asked for partial credit), scorer_error and timeout null; anything else is no result
+    (worker_crashed). Nothing else it sent is kept, so no outcome is mixed with another.
 
-
-def returned(sent: str, extracted: str) -> ComponentResult:
-    """The fork's result, read as untrusted text (a scorer that ran the answer's code may have written it): a
-    ComponentResult of a verdict `scored` gives and a score in [0, 1] or null; anything else is no result.
-
-    >>> returned('{"score": 1.0, "verdict": "correct"}', "4").verdict, returned("{}", "4").verdict
+    >>> returned('{"score": 1.0, "verdict": "correct"}', "4", False).verdict, returned("{}", "4", False).verdict
     ('correct', 'worker_crashed')
+    >>> returned('{"score": 0.7, "verdict": "timeout"}', "4", False).verdict
+    'worker_crashed'
     """
     try:
-        sent_back = ComponentResult.model_validate_json(sent)
+        back = ComponentResult.model_validate_json(sent)
     except ValueError:
-        sent_back = None
-    score = sent_back.score if sent_back else None
-    if sent_back and sent_back.verdict in _SCORED and (score is None or 0.0 <= score <= 1.0):
-        return sent_back
+        back = None
+    if back is not None:
+        verdict, score = back.verdict, back.score
+        agrees = (
+            (verdict == Verdict.CORRECT and score == 1.0)
+            or (verdict == Verdict.WRONG and score == 0.0)
+            or (verdict == Verdict.PARTIAL and partial and score is not None and 0.0 < score < 1.0)
+            or (verdict in (Verdict.SCORER_ERROR, Verdict.TIMEOUT) and score is None)
+        )
+        if agrees:
+            return result(score, Verdict(verdict), back.detail[:200] if back.detail else None, extracted)
     return result(None, Verdict.WORKER_CRASHED, "the scorer's process sent back no valid result", extracted)
 
 
