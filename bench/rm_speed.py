@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -266,7 +267,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             if args.device == "cuda":
                 held = process_gpu_mib()
                 row["service_gpu_mib"], row["trl_gpu_mib"] = held.get(service_pid), held.get(os.getpid())
-            row["load_average"] = load_average()
+            row["load_average"], row["elapsed_s"] = load_average(), time.monotonic() - started
             report["sizes"].append(row)
             print(report_line(row), flush=True)
             if args.out:
@@ -279,6 +280,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
+    # a SIGTERM (a timeout's) unwinds: the verifier is stopped on the way out, not left running with the model loaded
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     os.environ |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}  # nothing comes from the hub
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
