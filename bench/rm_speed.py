@@ -1,7 +1,7 @@
 """A reward model served by the verifier (`rm` items, issue 25) against TRL's in-process path, on one checkpoint, the
 same texts and the same device:
 
-    python bench/rm_speed.py --device cuda --model-shape qwen0.5b --out "$OUT/rm.json"   # one H100: ~2 minutes
+    python bench/rm_speed.py --device cuda --model-shape qwen0.5b --out "$OUT/rm.json"   # one H100 (expected ~1.5 min)
     python bench/rm_speed.py --sizes 64 256 --rounds 3                                 # CPU, tiny model
     python bench/rm_speed.py --smoke --out /tmp/rm.json                                # seconds (the test's run)
 
