@@ -115,29 +115,42 @@ def build_model(
 
 
 def build_reward_model(
-    path: Path, *, seed: int = 0, hidden: int = 32, layers: int = 2, heads: int = 2, max_positions: int = 1024
+    path: Path,
+    *,
+    seed: int = 0,
+    hidden: int = 32,
+    intermediate: int | None = None,
+    layers: int = 2,
+    heads: int = 2,
+    kv_heads: int = 1,
+    max_positions: int = 1024,
+    vocab_size: int | None = None,
+    device: str = "cpu",
 ) -> None:
     """A Qwen2-style sequence-classification reward model with random weights for the tokenizer in `path`, shaped as
     TRL's RewardTrainer saves one: num_labels 1 and pad_token_id in its config. The score head is drawn at unit scale
-    (not the usual 0.02), so that scores differ by more than rounding."""
+    (not the usual 0.02), so that scores differ by more than rounding. By default tiny (hidden 32, MLP twice that);
+    `vocab_size` (default: the tokenizer's) sizes the embedding as a real model's is, beyond the tokenizer's ids;
+    `device` is where the weights are drawn (a GPU draws a big model's in a moment)."""
     import torch
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForSequenceClassification
 
     tokenizer = AutoTokenizer.from_pretrained(path)
     config = Qwen2Config(
-        vocab_size=len(tokenizer),
+        vocab_size=vocab_size or len(tokenizer),
         hidden_size=hidden,
-        intermediate_size=2 * hidden,
+        intermediate_size=intermediate or 2 * hidden,
         num_hidden_layers=layers,
         num_attention_heads=heads,
-        num_key_value_heads=1,
+        num_key_value_heads=kv_heads,
         max_position_embeddings=max_positions,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
     config.num_labels = 1  # one score per sequence
     torch.manual_seed(seed)
-    model = Qwen2ForSequenceClassification(config)
+    with torch.device(device):
+        model = Qwen2ForSequenceClassification(config)
     with torch.no_grad():
         model.score.weight.normal_(0.0, 1.0)
     model.save_pretrained(path)
