@@ -336,6 +336,7 @@ class ComponentSpec(_Strict):
     verdicts: ClassVar[tuple[Verdict, ...]]  # every verdict it gives, those that score null included
     null_verdicts: ClassVar[tuple[Verdict, ...]] = ()  # the verdicts that can score null: the item is not judged
     range_text: ClassVar[str] = "[0, 1]"  # the score range, in terms of the options
+    reads_prompt: ClassVar[bool] = False  # whether it judges the item's prompt too (clients then send it)
 
     def score_range(self) -> tuple[float, float]:
         """The lowest and highest score under these options."""
@@ -1016,6 +1017,7 @@ class RmSpec(ComponentSpec):
     verdicts = (Verdict.SCORED, Verdict.TOO_LONG, Verdict.MODEL_ERROR)
     null_verdicts = (Verdict.TOO_LONG, Verdict.MODEL_ERROR)
     range_text = "any real number (transform raw); (0, 1) (transform sigmoid)"
+    reads_prompt = True
 
     model: str = Field(..., pattern=MODEL_NAME, description="The model's name on this server (VERIFIER_MODELS).")
     template: Literal["raw", "chat"] = Field(
@@ -1294,6 +1296,7 @@ def _spec_classes() -> dict[str, type[ComponentSpec]]:
 SPECS: dict[str, type[ComponentSpec]] = _spec_classes()  # component name -> its spec class
 PRIMARIES: tuple[str, ...] = get_args(PrimaryName)
 GATED_COMPONENTS = tuple(name for name, spec in SPECS.items() if issubclass(spec, GatedSpec))  # read correctness
+PROMPT_READERS = tuple(name for name, spec in SPECS.items() if spec.reads_prompt)  # judge the prompt too
 _NO_COMPONENT = f"each item needs at least one of {', '.join(COMPONENTS)}"
 # ScoreItem._check_components's verdict on each combination of components, weights and gated options seen lately.
 _CHECKED: dict[tuple[Any, ...], str | None] = {}
