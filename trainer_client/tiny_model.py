@@ -164,8 +164,8 @@ def build_process_reward_model(
 ) -> None:
     """A Qwen2-style process reward model with random weights for the tokenizer in `path`: a token-classification
     model with two labels, as PRMTrainer trains one and Qwen2.5-Math-PRM's head is (kind prm), or with `causal_lm` a
-    causal LM read at its good and bad tokens, as Math-Shepherd's (kind prm_lm). The head is drawn at scale 0.3 (not 0.02), so
-    that step scores differ by more than rounding; the shape is build_reward_model's."""
+    causal LM read at its good and bad tokens, as Math-Shepherd's (kind prm_lm). The head is drawn at scale 0.3 (not
+    0.02), so that step scores differ by more than rounding; the shape is build_reward_model's."""
     import torch
     from transformers import Qwen2ForCausalLM, Qwen2ForTokenClassification
 
