@@ -173,7 +173,7 @@ def build_process_reward_model(
     config.num_labels = 2  # a bad and a good step
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config) if causal_lm else Qwen2ForTokenClassification(config)
-    head = model.get_output_embeddings() if causal_lm else model.score
+    head: Any = model.get_output_embeddings() if causal_lm else model.score
     with torch.no_grad():
         head.weight.normal_(0.0, 0.3)
     model.save_pretrained(path)

@@ -165,7 +165,9 @@ SETTINGS = {
     ],
 )
 def test_an_item_naming_a_model_of_another_kind_is_refused(spec: dict[str, str], why: str | None) -> None:
-    problem = item_problem(ScoreItem.model_validate({"completion": "x", "prm": spec}), VerifierSettings(**SETTINGS))
+    problem = item_problem(
+        ScoreItem.model_validate({"completion": "x", "prm": spec}), VerifierSettings.model_validate(SETTINGS)
+    )
     assert problem is None if why is None else problem is not None and problem[0] == "prm.model" and why in problem[1]
 
 
