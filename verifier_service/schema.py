@@ -1040,7 +1040,7 @@ class RmSpec(ComponentSpec):
         return (0.0, 1.0) if self.transform == "sigmoid" else (-math.inf, math.inf)
 
 
-StepSeparator = Annotated[str, Field(min_length=1, max_length=32)]
+ShortText = Annotated[str, Field(min_length=1, max_length=32)]
 
 
 class PrmSpec(ComponentSpec):
@@ -1067,13 +1067,13 @@ class PrmSpec(ComponentSpec):
         description="trl: PRMTrainer's training layout; qwen_prm: Qwen2.5-Math-PRM's (both kind prm); step_tag: "
         "Math-Shepherd's (kind prm_lm).",
     )
-    separator: StepSeparator = Field("\n", description="What the completion's steps are split at.")
+    separator: ShortText = Field("\n", description="What the completion's steps are split at.")
     aggregate: Literal["min", "last", "mean", "prod"] = Field(
         "min", description="How the step scores make the score: their minimum, the last one, their mean or product."
     )
-    step_tag: StepSeparator = Field("\u043a\u0438", description="step_tag: the tag after each step (Math-Shepherd's).")
-    good_token: StepSeparator = Field("+", description="step_tag: the token whose probability is a step's score.")
-    bad_token: StepSeparator = Field("-", description="step_tag: the token it is weighed against.")
+    step_tag: ShortText = Field("\u043a\u0438", description="step_tag: the tag after each step (Math-Shepherd's).")
+    good_token: ShortText = Field("+", description="step_tag: the token whose probability is a step's score.")
+    bad_token: ShortText = Field("-", description="step_tag: the token it is weighed against.")
 
     def score_range(self) -> tuple[float, float]:
         return (0.0, 1.0)
