@@ -1062,6 +1062,7 @@ class PrmSpec(ComponentSpec):
     verdicts = (Verdict.SCORED, Verdict.NO_STEPS, Verdict.TOO_LONG, Verdict.MODEL_ERROR, Verdict.BAD_LAYOUT)
     null_verdicts = (Verdict.NO_STEPS, Verdict.TOO_LONG, Verdict.MODEL_ERROR, Verdict.BAD_LAYOUT)
     range_text = "(0, 1)"
+    reads_prompt = True
 
     model: str = Field(..., pattern=MODEL_NAME, description="The model's name on this server (VERIFIER_MODELS).")
     layout: Literal["trl", "qwen_prm", "step_tag"] = Field(
