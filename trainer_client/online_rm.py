@@ -14,9 +14,10 @@ PRM updated online from outcome labels), for a model the verifier serves.
 3. saves it under `output_dir/step-N`, has every verifier load it (`POST /v1/models/{name}/reload`: a swap, no
    request scored by two versions), and
 4. asks the verifier to evaluate the new version on held-out prompts (a fixed `held_out` share of prompts, by hash,
-   is never trained on): ranking accuracy within groups, AUROC against the rule outcome, calibration, the scores'
-   spread, drift against the previous version (`POST /v1/models/{name}/eval`); the numbers go to TRL's logs as
-   `online_rm/<metric>` next to its own (through the reward's `log_metric`), and to `history`.
+   is never trained on): those of the window, and the first update's again (up to `PROBE_GROUPS`), so that every
+   version is compared on them: ranking accuracy within groups, AUROC against the rule outcome, calibration, the
+   scores' spread, drift against the previous version (`POST /v1/models/{name}/eval`); the numbers go to TRL's logs
+   as `online_rm/<metric>` next to its own (through the reward's `log_metric`), and to `history`.
 
 It runs in the trainer's main process, between steps (as PRIME's update does): with several processes, each rank's
 reward sees only its share of the batch, and rank 0's outcomes train the model. A PRM (kind prm) is not trained here.
@@ -52,6 +53,7 @@ log = logging.getLogger("trainer_client")
 
 Method = Literal["pairs", "outcome"]
 METRIC_PREFIX = "online_rm/"
+PROBE_GROUPS = 64  # held-out groups of the first update that every later evaluation scores again
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,7 @@ class OnlineRewardModel(TrainerCallback):
             raise ValueError("held_out must be in [0, 1)")
         self.model_name = model
         self.checkpoint = str(checkpoint)  # what the verifier serves now, and the next update starts from
-        self.output_dir = Path(output_dir)
+        self.output_dir = Path(output_dir).resolve()  # the verifier reloads from an absolute path
         self.every_steps = every_steps
         self.outcome_from, self.threshold, self.method, self.template = outcome_from, threshold, method, template
         self.max_pairs_per_group, self.learning_rate, self.epochs = max_pairs_per_group, learning_rate, epochs
@@ -167,6 +169,7 @@ class OnlineRewardModel(TrainerCallback):
         self.step = 0
         self.metrics: dict[str, float] = {}  # the latest evaluation, as logged
         self.history: list[dict[str, Any]] = []  # one entry per update: step, checkpoint, version, evaluation
+        self.probe: list[dict[str, Any]] = []  # held-out groups every evaluation includes
         self._rng = random.Random(seed)
 
     def observe(self, reward: Any) -> Any:
@@ -222,7 +225,7 @@ class OnlineRewardModel(TrainerCallback):
         [answer, *_] = self.client.reload_model(self.model_name, str(path))
         self.checkpoint = str(path)
         entry: dict[str, Any] = {"step": step, "checkpoint": str(path), "version": answer.get("version"), **trained}
-        held = [
+        recent = [
             {
                 "prompt": prompt,
                 "completions": [o.completion for o in outcomes],
@@ -230,6 +233,10 @@ class OnlineRewardModel(TrainerCallback):
             }
             for prompt, outcomes in self.outcomes.groups(held_out=True)
         ]
+        if not self.probe:  # the first held-out groups, kept: every version is scored on them (the eval's drift)
+            self.probe = recent[:PROBE_GROUPS]
+        probed = {group["prompt"] for group in self.probe}
+        held = [*self.probe, *(group for group in recent if group["prompt"] not in probed)]
         if held:
             evaluation = self.client.evaluate_model(
                 self.model_name, held, template=self.template, correct_threshold=self.threshold

@@ -223,30 +223,22 @@ class VerifierScriptArguments:
     online_rm: str | None = field(
         default=None,
         metadata={
-            "help": "A reward model the verifier serves (a VERIFIER_MODELS name) to keep up with the policy: every "
-            "--online_rm_every steps it is fine-tuned on this run's rule outcomes (right against wrong answers to one "
-            "prompt), saved, reloaded into the verifier and evaluated on held-out prompts (online_rm/ metrics in the "
-            "logs). Reward with it through --reward_components (rm, with --reward_options for its model)."
+            "help": "A reward model the verifier serves (VERIFIER_MODELS) to fine-tune on this run's rule outcomes, "
+            "reload and evaluate every --online_rm_every steps (online_rm/ metrics; trainer_client.online_rm)."
         },
     )
     online_rm_every: int = field(default=10, metadata={"help": "Steps between updates of --online_rm."})
     online_rm_method: str = field(
-        default="pairs",
-        metadata={
-            "help": "pairs: TRL's RewardTrainer on pairs of a right and a wrong answer; outcome: PRIME's cross-entropy "
-            "of the score's sigmoid against the rule outcome."
-        },
+        default="pairs", metadata={"help": "pairs (RewardTrainer on right/wrong pairs) or outcome (PRIME's loss)."}
     )
     online_rm_checkpoint: str | None = field(
-        default=None,
-        metadata={
-            "help": "Where the reward model's checkpoint is, to start from; default: its path in the verifier's GET "
-            "/v1/models (a directory both can read)."
-        },
+        default=None, metadata={"help": "The checkpoint to start from; default: its path in GET /v1/models."}
     )
     online_rm_output_dir: str | None = field(
         default=None,
-        metadata={"help": "Where updated checkpoints go (step-N), readable by the verifier; default: <output_dir>/rm."},
+        metadata={
+            "help": "Where updates go (step-N), under the verifier's VERIFIER_MODEL_ROOTS; default: <output_dir>/rm."
+        },
     )
     system_prompt: str | None = field(
         default=None,
@@ -604,7 +596,7 @@ def online_reward_model(args: VerifierScriptArguments, rewards: Sequence[Any], o
     online = OnlineRewardModel(
         args.online_rm,
         checkpoint=checkpoint or served["path"],
-        output_dir=args.online_rm_output_dir or str(Path(output_dir or ".") / "rm"),
+        output_dir=Path(args.online_rm_output_dir or Path(output_dir or ".") / "rm").resolve(),
         every_steps=args.online_rm_every,
         outcome_from=outcome_from,
         method=cast(Any, args.online_rm_method),
