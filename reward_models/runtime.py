@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import array
 import asyncio
+import contextlib
 import hashlib
 import logging
 import math
@@ -226,10 +227,8 @@ class LoadedModel:
 def _give_back_cache(thread: ThreadPoolExecutor, torch: Any) -> None:
     """Once a reloaded-away model is freed: its GPU blocks back to the driver, from the device's thread (the call
     waits for the device, which the event loop must not)."""
-    try:
+    with contextlib.suppress(RuntimeError):  # the runtime has closed: its threads are gone, and the need with them
         thread.submit(torch.cuda.empty_cache)
-    except RuntimeError:  # the runtime has closed: its threads are gone, and so is the process's need
-        pass
 
 
 class ModelRuntime:

@@ -114,7 +114,9 @@ async def load(runtime: ModelRuntime, name: str, path: str) -> tuple[str, str]:
     except ModelLoadError as exc:
         log.warning("reload of model %s refused, the loaded version serves on: %s", name, exc)
         if exc.out_of_room:
-            raise Refused(503, "no memory on the device to load it beside the version serving, which serves on")
+            raise Refused(
+                503, "no memory on the device to load it beside the version serving, which serves on"
+            ) from None
         raise Refused(422, f"{exc.public}; the loaded version serves on", "path") from None
 
 
@@ -149,4 +151,3 @@ def check_eval_limits(body: EvalRequest, max_items: int, max_chars: int) -> None
     for index, group in enumerate(body.groups):
         if any(len(text) > max_chars for text in group.completions):
             raise Refused(413, f"groups.{index}.completions: a completion is over VERIFIER_MAX_COMPLETION_CHARS")
-

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 from reward_models import metrics
 from reward_models.runtime import RmInput
-from verifier_service.scoring.rm import sigmoid
 from verifier_service.schema import EvalCounts, EvalDrift, EvalRequest, EvalResponse, ScoreSummary
+from verifier_service.scoring.rm import sigmoid
 
 if TYPE_CHECKING:
     from reward_models.runtime import ModelRuntime
@@ -40,10 +40,11 @@ def reload_path(configured: str, requested: str | None, roots: tuple[str, ...]) 
 
     >>> reload_path("/models/rm", None, ())
     '/models/rm'
-    >>> reload_path("/models/rm", "/tmp/x", ())
-    Traceback (most recent call last):
-    ...
-    verifier_service.model_update.PathRefused: this server reloads only the configured path (set VERIFIER_MODEL_ROOTS to allow others)
+    >>> try:
+    ...     reload_path("/models/rm", "/tmp/x", ())
+    ... except PathRefused as refused:
+    ...     print(refused)
+    this server reloads only the configured path (set VERIFIER_MODEL_ROOTS to allow others)
     """
     if requested is None or requested == configured:
         return configured

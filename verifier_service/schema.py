@@ -1518,8 +1518,9 @@ class EvalCounts(BaseModel):
     items: int = Field(..., description="Completions sent.")
     scored: int = Field(..., description="Completions the model scored; the metrics are over these.")
     unscored: int = Field(
-        ..., description="Completions it could not score (its template or forward failed, the deadline passed); one "
-        "over max_tokens keeps its end and is scored."
+        ...,
+        description="Completions it could not score (its template or forward failed, the deadline passed); one "
+        "over max_tokens keeps its end and is scored.",
     )
     pairs: int = Field(..., description="(right, wrong) pairs within groups, among the scored.")
 
@@ -1539,12 +1540,13 @@ class EvalResponse(BaseModel):
     model_version: str = Field(..., description="The version that scored every completion of this eval.")
     counts: EvalCounts
     ranking_accuracy: float | None = Field(
-        ..., description="Share of (right, wrong) pairs within a group where the right one scores higher, ties half; "
-        "null without pairs."
+        ...,
+        description="Share of (right, wrong) pairs within a group where the right one scores higher, ties half; "
+        "null without pairs.",
     )
     auroc: float | None = Field(
-        ..., description="AUROC of the score against right/wrong over all items (ties at midranks); null unless both "
-        "occur."
+        ...,
+        description="AUROC of the score against right/wrong over all items (ties at midranks); null unless both occur.",
     )
     calibration_error: float | None = Field(
         ..., description="ECE of sigmoid(score) against the outcome, 10 equal-width bins; null when nothing scored."

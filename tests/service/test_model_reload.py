@@ -188,7 +188,8 @@ def test_a_reload_that_fails_keeps_the_old_version_serving(
     server: Server, checkpoints: dict[str, Path], direct: dict[str, list[float]], target: str, message: str
 ) -> None:
     version_a = served_version(server, "a", checkpoints)
-    path = {"missing": checkpoints["root"] / "missing", "relative": "served/b"}.get(target, checkpoints.get(target))
+    paths: dict[str, Path | str] = {**checkpoints, "missing": checkpoints["root"] / "missing", "relative": "served/b"}
+    path = paths[target]
     response = reload(server, path)
     assert response.status_code == 422, response.text
     [error] = response.json()["errors"]
