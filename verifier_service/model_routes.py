@@ -33,13 +33,15 @@ ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for co
 
 
 class Refused(Exception):
-    """An answer other than 200: a status and what to say (a 422 names its field)."""
+    """An answer other than 200: a status and what to say (a 422 names its field), or the answer itself."""
 
-    def __init__(self, status: int, message: str, loc: str | None = None) -> None:
+    def __init__(self, status: int, message: str, loc: str | None = None, answer: JSONResponse | None = None) -> None:
         super().__init__(message)
-        self.status, self.message, self.loc = status, message, loc
+        self.status, self.message, self.loc, self.answer = status, message, loc, answer
 
     def response(self) -> JSONResponse:
+        if self.answer is not None:
+            return self.answer
         if self.status == 422:
             return invalid_request([{"loc": self.loc or "body", "msg": self.message, "type": "value_error"}], 1)
         return JSONResponse({"detail": self.message}, status_code=self.status)
@@ -51,20 +53,15 @@ def _body_of(model: type[BaseModel]) -> dict[str, Any]:
     return {"requestBody": {"required": False, "content": {"application/json": {"schema": ref}}}}
 
 
-class RequestRefused(Exception):
-    """A body that does not validate: the 422 answer, its errors located by the body's own fields."""
-
-    def __init__(self, answer: JSONResponse) -> None:
-        self.answer = answer
-
-
 async def read(request: Request, model: type[Body]) -> Body:
+    """The body (none: `{}`); one that does not validate is a 422 whose errors are located by its own fields."""
     raw = await request.body()
     try:
         return model.model_validate_json(raw or b"{}")
     except ValidationError as exc:
         found = exc.errors(include_input=False, include_url=False)
-        raise RequestRefused(invalid_request(describe(found, root=model), len(found))) from None
+        answer = invalid_request(describe(found, root=model), len(found))
+        raise Refused(422, "invalid body", answer=answer) from None
 
 
 def served(request: Request, name: str) -> ModelRuntime:
@@ -92,8 +89,6 @@ async def reload_model(name: str, request: Request, settings: SettingsDep) -> Re
         previous, _ = await load(runtime, name, path)
     except Refused as refused:
         return refused.response()
-    except RequestRefused as refused:
-        return refused.answer
     shown = ModelInfo(name=name, **runtime.status()[name])
     answer = ReloadResponse(**shown.model_dump(), previous_version=previous)
     return Response(answer.model_dump_json(), media_type="application/json")
@@ -134,8 +129,6 @@ async def eval_model(name: str, request: Request, settings: SettingsDep) -> Resp
         check_eval_limits(body, settings.max_batch_items, settings.max_completion_chars)
     except Refused as refused:
         return refused.response()
-    except RequestRefused as refused:
-        return refused.answer
     deadline = asyncio.get_running_loop().time() + settings.batch_timeout_s
     result = await until_disconnected(request, evaluate(runtime, eval_memory(request), name, body, deadline))
     if result is None:
