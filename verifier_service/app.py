@@ -74,7 +74,8 @@ def log_auth(settings: VerifierSettings) -> None:
         log.info("auth: off (no VERIFIER_API_KEY): anyone who can reach %s can score", reachable_at(settings))
     else:
         log.info(
-            "auth: on (VERIFIER_API_KEY): /v1/score needs 'Authorization: Bearer <key>'; the trainer routes take it "
+            "auth: on (VERIFIER_API_KEY): /v1/score and /v1/models/{name}/reload and /eval need 'Authorization: "
+            "Bearer <key>'; the trainer routes take it "
             "there or in the URL (/v1/compat/key/<key>/...)"
         )
 
