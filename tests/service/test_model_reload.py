@@ -215,6 +215,7 @@ def test_a_second_reload_while_one_runs_is_a_409(server: Server, checkpoints: di
             while not first.done() and not versions(server)["reloading"]:
                 threading.Event().wait(0.01)
             second = reload(server, checkpoints["a"])
+            assert httpx.get(f"{server.url}/readyz", timeout=10).status_code == 200  # ready while a reload runs
             assert first.result().status_code == 200
             busy.result()
         if second.status_code == 409:
