@@ -45,7 +45,7 @@ API_VERSION = "v1"
 # of `ScoreItem` and a scorer in `verifier_service.components`.
 ComponentName = Literal[
     "math", "code", "choice", "answer", "json_schema", "sql", "instructions", "procedural",
-    "format", "overlong", "length", "repetition", "language", "steps", "rm",
+    "format", "overlong", "length", "repetition", "language", "steps", "rm", "prm",
 ]  # fmt: skip
 COMPONENTS: tuple[str, ...] = get_args(ComponentName)
 WEIGHT_LIMIT = 1e6  # |weight| at most this: a weighted sum of component scores can never overflow to inf
@@ -126,10 +126,13 @@ class Verdict(StrEnum):
     # steps (with valid)
     INVALID_STEP = "invalid_step"  # some claim is wrong
     NO_STEPS = "no_steps"  # no arithmetic claim to check: scores 1, nothing to fault
-    # rm
+    # rm, prm (prm: with no_steps, which scores null: a completion with no steps is not judged)
     SCORED = "scored"  # the model's score
-    TOO_LONG = "too_long"  # cannot judge: the input is longer than the model's max_tokens (on_overflow "null")
+    TOO_LONG = "too_long"  # cannot judge: the input is longer than the model's max_tokens (rm: on_overflow "null")
     MODEL_ERROR = "model_error"  # cannot judge: the model failed on this input (its forward pass, its template)
+    BAD_LAYOUT = (
+        "bad_layout"  # cannot judge, prm: a step holds the model's tag token, or a tag is not one of its tokens
+    )
 
 
 TEST_VERDICTS = ("passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit")
@@ -336,6 +339,7 @@ class ComponentSpec(_Strict):
     verdicts: ClassVar[tuple[Verdict, ...]]  # every verdict it gives, those that score null included
     null_verdicts: ClassVar[tuple[Verdict, ...]] = ()  # the verdicts that can score null: the item is not judged
     range_text: ClassVar[str] = "[0, 1]"  # the score range, in terms of the options
+    reads_prompt: ClassVar[bool] = False  # whether it judges the item's prompt too (clients then send it)
 
     def score_range(self) -> tuple[float, float]:
         """The lowest and highest score under these options."""
@@ -1016,6 +1020,7 @@ class RmSpec(ComponentSpec):
     verdicts = (Verdict.SCORED, Verdict.TOO_LONG, Verdict.MODEL_ERROR)
     null_verdicts = (Verdict.TOO_LONG, Verdict.MODEL_ERROR)
     range_text = "any real number (transform raw); (0, 1) (transform sigmoid)"
+    reads_prompt = True
 
     model: str = Field(..., pattern=MODEL_NAME, description="The model's name on this server (VERIFIER_MODELS).")
     template: Literal["raw", "chat"] = Field(
@@ -1035,6 +1040,46 @@ class RmSpec(ComponentSpec):
 
     def score_range(self) -> tuple[float, float]:
         return (0.0, 1.0) if self.transform == "sigmoid" else (-math.inf, math.inf)
+
+
+ShortText = Annotated[str, Field(min_length=1, max_length=32)]
+
+
+class PrmSpec(ComponentSpec):
+    """A process reward model's score: a model this server loads (VERIFIER_MODELS, kind prm or prm_lm) scores each
+    step of the whole completion, the chain of thought included (the completion is split at `separator`; pieces that
+    are empty or only whitespace are no steps), laid out as the model was trained: trl, PRMTrainer's layout (BOS and
+    the prompt, then each step tokenized alone followed by the separator's tokens; a step's score is softmax(logits)[1]
+    at the separator's last token); qwen_prm, Qwen2.5-Math-PRM's (the chat template over its system turn, the prompt
+    and the steps each followed by <extra_0>; softmax(logits)[1] at each <extra_0>); both for a token-classification
+    model with two labels (kind prm). step_tag, Math-Shepherd's (prompt, a space, the steps each followed by a space
+    and step_tag, joined by the separator; the softmax over the logits of good_token and bad_token at each tag, the
+    good one), for a causal LM (kind prm_lm). The score is the steps' aggregate; the result lists each step's character
+    span in the completion and its score, and names the model's version. A layout longer than the model's max_tokens
+    is null (too_long), never cut; a completion with no steps is null (no_steps). Not a correctness component: beside
+    one, an item needs allow_order_inversion."""
+
+    verdicts = (Verdict.SCORED, Verdict.NO_STEPS, Verdict.TOO_LONG, Verdict.MODEL_ERROR, Verdict.BAD_LAYOUT)
+    null_verdicts = (Verdict.NO_STEPS, Verdict.TOO_LONG, Verdict.MODEL_ERROR, Verdict.BAD_LAYOUT)
+    range_text = "(0, 1)"
+    reads_prompt = True
+
+    model: str = Field(..., pattern=MODEL_NAME, description="The model's name on this server (VERIFIER_MODELS).")
+    layout: Literal["trl", "qwen_prm", "step_tag"] = Field(
+        "trl",
+        description="trl: PRMTrainer's training layout; qwen_prm: Qwen2.5-Math-PRM's (both kind prm); step_tag: "
+        "Math-Shepherd's (kind prm_lm).",
+    )
+    separator: ShortText = Field("\n", description="What the completion's steps are split at.")
+    aggregate: Literal["min", "last", "mean", "prod"] = Field(
+        "min", description="How the step scores make the score: their minimum, the last one, their mean or product."
+    )
+    step_tag: ShortText = Field("\u043a\u0438", description="step_tag: the tag after each step (Math-Shepherd's).")
+    good_token: ShortText = Field("+", description="step_tag: the token whose probability is a step's score.")
+    bad_token: ShortText = Field("-", description="step_tag: the token it is weighed against.")
+
+    def score_range(self) -> tuple[float, float]:
+        return (0.0, 1.0)
 
 
 _KwargValue = str | StrictInt | StrictFloat | StrictBool | None | list[str | StrictInt | StrictFloat]
@@ -1129,6 +1174,7 @@ class ScoreItem(_Strict):
     language: LanguageSpec | None = None
     steps: StepsSpec | None = None
     rm: RmSpec | None = None
+    prm: PrmSpec | None = None
     weights: dict[ComponentName, Weight] | None = Field(
         None,
         description=f"Component name -> weight in the reward (default 1.0 each); finite, |weight| <= {WEIGHT_LIMIT:g}, "
@@ -1155,7 +1201,9 @@ class ScoreItem(_Strict):
         fields = self.__dict__  # the field values (a plain lookup: this runs for every item of every request)
         weights = fields["weights"]
         gated = [(name, spec) for name in GATED_COMPONENTS if (spec := fields[name]) is not None]
-        if not weights and not gated and fields["rm"] is None:  # every primary scores 1 right and 0 wrong: no more
+        if (
+            not weights and not gated and fields["rm"] is None and fields["prm"] is None
+        ):  # every primary scores 1 right and 0 wrong: no more
             if not any(fields[name] is not None for name in COMPONENTS):
                 raise ValueError(_NO_COMPONENT)
             return self
@@ -1198,10 +1246,11 @@ class ScoreItem(_Strict):
                        f"{', '.join(get_args(PrimaryName))}"  # fmt: skip
             if spec.correct_from is not None and spec.correct_from not in primaries:
                 return f"{name}.correct_from names a component this item does not request"
-        if primaries and "rm" in requested and not self.allow_order_inversion:
+        models = [name for name in ("rm", "prm") if name in requested]
+        if primaries and models and not self.allow_order_inversion:
             return (
-                "rm beside a correctness component could lift a wrong answer above a right one (the order guard does "
-                "not bound model scores yet): score rm alone, or set allow_order_inversion: true"
+                f"{' and '.join(models)} beside a correctness component could lift a wrong answer above a right one "
+                "(the order guard does not bound model scores yet): score it alone, or set allow_order_inversion: true"
             )
         if not self.allow_order_inversion:
             inversions = self._inversions(primaries, gated)
@@ -1294,6 +1343,7 @@ def _spec_classes() -> dict[str, type[ComponentSpec]]:
 SPECS: dict[str, type[ComponentSpec]] = _spec_classes()  # component name -> its spec class
 PRIMARIES: tuple[str, ...] = get_args(PrimaryName)
 GATED_COMPONENTS = tuple(name for name, spec in SPECS.items() if issubclass(spec, GatedSpec))  # read correctness
+PROMPT_READERS = tuple(name for name, spec in SPECS.items() if spec.reads_prompt)  # judge the prompt too
 _NO_COMPONENT = f"each item needs at least one of {', '.join(COMPONENTS)}"
 # ScoreItem._check_components's verdict on each combination of components, weights and gated options seen lately.
 _CHECKED: dict[tuple[Any, ...], str | None] = {}
@@ -1384,10 +1434,12 @@ class ComponentResult(BaseModel):
     total: int | None = Field(None, exclude_if=_unused, description="code: tests run")
     tests: list[TestVerdict] | None = Field(None, exclude_if=_unused, description="code: one verdict per test")
     steps: tuple[StepScore, ...] | None = Field(
-        None, exclude_if=_unused, description="steps: each checked claim's character span in the completion and score"
+        None,
+        exclude_if=_unused,
+        description="steps: each checked claim's character span in the completion and score; prm: each step's",
     )
     model_version: str | None = Field(
-        None, exclude_if=_unused, description="rm: the version of the model that gave the score (GET /v1/models)"
+        None, exclude_if=_unused, description="rm, prm: the version of the model that gave the score (GET /v1/models)"
     )
 
 
@@ -1444,8 +1496,12 @@ class ScoreResponse(BaseModel):
 class ModelInfo(BaseModel):
     """A model this server serves (VERIFIER_MODELS)."""
 
-    name: str = Field(..., description="What `rm` items name it by (`model`).")
-    kind: Literal["rm", "prm"] = Field(..., description="rm: sequence classification; prm: process reward model.")
+    name: str = Field(..., description="What `rm` and `prm` items name it by (`model`).")
+    kind: Literal["rm", "prm", "prm_lm"] = Field(
+        ...,
+        description="rm: sequence classification; prm: process reward model (token classification); prm_lm: "
+        "process reward model (causal LM).",
+    )
     path: str = Field(..., description="The checkpoint it was loaded from: a directory, or a hub id.")
     version: str | None = Field(..., description="The loaded checkpoint's version (results echo it); null: not loaded.")
     device: str = Field(..., description="Where it runs: cpu, cuda or cuda:N.")
