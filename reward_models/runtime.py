@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import array
 import asyncio
+import contextlib
 import hashlib
 import logging
 import math
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -54,7 +56,18 @@ Failure = Literal["too_long", "model_error", "bad_layout"]
 
 
 class ModelLoadError(RuntimeError):
-    """A configured model cannot be served: the service does not start."""
+    """A configured model cannot be served: the service does not start (or, on a reload, the old one stays). `public`
+    says why without the path or the loader's own message (which may quote the checkpoint's files), for an HTTP
+    answer; `out_of_room`: the device had no memory for it, not the checkpoint's fault."""
+
+    def __init__(self, message: str, public: str | None = None, *, out_of_room: bool = False) -> None:
+        super().__init__(message)
+        self.public = public or "the checkpoint cannot be served"
+        self.out_of_room = out_of_room
+
+
+class ReloadBusy(RuntimeError):
+    """A reload of this model is already under way."""
 
 
 @dataclass(frozen=True)
@@ -135,41 +148,44 @@ class LoadedModel:
             model = auto.from_pretrained(spec.path, dtype=spec.dtype).to(spec.device)
         except Exception as exc:  # a missing or broken checkpoint, an unknown architecture, no room on the device
             detail = f"{type(exc).__name__}: {exc}"
-            raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: cannot load {spec.path!r}: {detail}") from None
+            room = isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"  # torch.cuda's
+            public = f"the checkpoint cannot be loaded ({type(exc).__name__})"
+            raise ModelLoadError(
+                f"VERIFIER_MODELS: model {name!r}: cannot load {spec.path!r}: {detail}", public, out_of_room=room
+            ) from None
         self.model = model.eval()
         config = self.model.config
         if spec.kind == "rm" and config.num_labels != 1:
-            raise ModelLoadError(
-                f"VERIFIER_MODELS: model {name!r}: kind rm needs a sequence-classification model with num_labels 1 "
-                f"(RewardTrainer's), this one has {config.num_labels}"
-            )
+            why = f"kind rm needs a sequence-classification model with num_labels 1, this one has {config.num_labels}"
+            raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: {why} (RewardTrainer's)", why)
         if spec.kind == "prm" and config.num_labels != 2:
-            raise ModelLoadError(
-                f"VERIFIER_MODELS: model {name!r}: kind prm needs a token-classification model with num_labels 2 "
-                f"(PRMTrainer's), this one has {config.num_labels}"
-            )
+            why = f"kind prm needs a token-classification model with num_labels 2, this one has {config.num_labels}"
+            raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: {why} (PRMTrainer's)", why)
         if spec.kind == "prm_lm" and getattr(config, "final_logit_softcapping", None):
-            raise ModelLoadError(  # its logits are read from the LM head at the tags alone, without the capping
-                f"VERIFIER_MODELS: model {name!r}: kind prm_lm does not serve a model that caps its logits"
-            )
+            why = "kind prm_lm does not serve a model that caps its logits"  # read at the tags without the capping
+            raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: {why}", why)
         pad = config.pad_token_id
         if spec.kind != "rm":  # each step is read at its own position: padding is never read, any id does
             pad = next((i for i in (pad, self.tokenizer.pad_token_id, self.tokenizer.eos_token_id) if i is not None), 0)
         if pad is None:  # transformers cannot find the last real token of a padded row without it
+            why = "its config has no pad_token_id"
             raise ModelLoadError(
-                f"VERIFIER_MODELS: model {name!r}: its config has no pad_token_id (RewardTrainer sets it; set "
-                "config.pad_token_id, e.g. to the EOS id, and save it)"
+                f"VERIFIER_MODELS: model {name!r}: {why} (RewardTrainer sets it; set config.pad_token_id, e.g. to the "
+                "EOS id, and save it)",
+                why,
             )
         self.pad_id = int(pad)
         max_tokens = spec.max_tokens or getattr(config, "max_position_embeddings", None)
         if max_tokens is None:
-            raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: set max_tokens (its config gives no length)")
+            why = "set max_tokens (its config gives no length)"
+            raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: {why}", why)
         self.max_tokens = int(max_tokens)
         if self.max_tokens > spec.batch_tokens:
-            raise ModelLoadError(
-                f"VERIFIER_MODELS: model {name!r}: batch_tokens ({spec.batch_tokens}) must be at least max_tokens "
-                f"({self.max_tokens}, the model's max_position_embeddings unless set)"
+            why = (
+                f"batch_tokens ({spec.batch_tokens}) must be at least max_tokens ({self.max_tokens}, the model's "
+                "max_position_embeddings unless set)"
             )
+            raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: {why}", why)
         self.version = checkpoint_version(spec.path, self.model)
 
     def score(self, inputs: Sequence[RmInput], stop: threading.Event, out: dict[int, Outcome]) -> None:
@@ -354,6 +370,13 @@ class LoadedModel:
         return [[float(value) for value in scores.cpu().tolist()] for scores in chosen]
 
 
+def _give_back_cache(thread: ThreadPoolExecutor, torch: Any) -> None:
+    """Once a reloaded-away model is freed: its GPU blocks back to the driver, from the device's thread (the call
+    waits for the device, which the event loop must not)."""
+    with contextlib.suppress(RuntimeError):  # the runtime has closed: its threads are gone, and the need with them
+        thread.submit(torch.cuda.empty_cache)
+
+
 class ModelRuntime:
     """Every configured model, loaded at `start`, each run in its device's thread."""
 
@@ -362,6 +385,9 @@ class ModelRuntime:
         self._models: dict[str, LoadedModel] = {}
         self._threads: dict[str, ThreadPoolExecutor] = {}
         self._stops: set[threading.Event] = set()
+        self._reloading: set[str] = set()
+        self._previous: dict[str, str] = {}  # name -> the version it served before its last reload changed it
+        self._closed = False
 
     def _thread(self, device: str) -> ThreadPoolExecutor:
         key = "cuda:0" if device == "cuda" else device
@@ -382,7 +408,40 @@ class ModelRuntime:
         for name, model in self._models.items():
             log.info("model %s loaded: %s on %s, version %s", name, model.spec.path, model.spec.device, model.version)
 
+    async def reload(self, name: str, path: str) -> tuple[str, str]:
+        """Load `path` as model `name` beside the version serving now, in the model's device thread, and swap once it
+        has loaded (one assignment: a request takes its model once, so it is scored wholly by one version); return
+        the previous version and the new one. Raises ReloadBusy while another reload of the model runs, and
+        ModelLoadError (the old version still serving) when the new one cannot be served.
+
+        The old version is freed when the last request that holds it finishes; on a GPU, its cached blocks are then
+        given back to the driver (torch.cuda.empty_cache, in the device's thread)."""
+        if name in self._reloading:
+            raise ReloadBusy(name)
+        self._reloading.add(name)
+        try:
+            spec = self.specs[name].model_copy(update={"path": path})
+            thread = self._thread(spec.device)
+            new = await asyncio.get_running_loop().run_in_executor(thread, LoadedModel, name, spec)
+            if self._closed:  # closed while it loaded: nothing to serve it to
+                raise ModelLoadError(f"model {name!r}: the service closed while it loaded", "the service is closing")
+            old = self._models[name]
+            self._models[name] = new  # the swap
+        finally:
+            self._reloading.discard(name)
+        if old.version != new.version:
+            self._previous[name] = old.version
+        if spec.device.startswith("cuda"):
+            weakref.finalize(old, _give_back_cache, thread, old.torch)
+        log.info("model %s reloaded: %s -> %s (%s)", name, old.version, new.version, path)
+        return old.version, new.version
+
+    def previous_version(self, name: str) -> str | None:
+        """The version the model served before the last reload that changed it; None if none did."""
+        return self._previous.get(name)
+
     async def close(self) -> None:
+        self._closed = True
         for stop in self._stops:
             stop.set()
         threads, self._threads = list(self._threads.values()), {}
@@ -399,16 +458,19 @@ class ModelRuntime:
 
     def status(self) -> dict[str, dict[str, Any]]:
         """Each model: loaded or not, its device and version (what /readyz and GET /v1/models show)."""
-        return {
-            name: {
+        shown = {}
+        for name, configured in self.specs.items():
+            model = self._models.get(name)
+            spec = model.spec if model is not None else configured  # after a reload: the path it was reloaded from
+            shown[name] = {
                 "kind": spec.kind,
                 "path": spec.path,
                 "device": spec.device,
-                "loaded": name in self._models,
-                "version": self._models[name].version if name in self._models else None,
+                "loaded": model is not None,
+                "version": model.version if model is not None else None,
+                "reloading": name in self._reloading,
             }
-            for name, spec in self.specs.items()
-        }
+        return shown
 
     async def score(self, name: str, inputs: Sequence[RmInput], deadline: float) -> tuple[str, list[Outcome | None]]:
         """The model's version and an outcome per input, scored by the loop time `deadline`; None for an input not

@@ -17,10 +17,12 @@ from verifier_service.compat import SCORE_PATHS, install_compat
 from verifier_service.errors import install_error_handlers
 from verifier_service.limits import BodySizeLimit
 from verifier_service.metrics import CountResponses, Metrics
+from verifier_service.model_routes import router as model_router
+from verifier_service.model_update import EvalMemory
 from verifier_service.paths import TrailingSlash
 from verifier_service.routes import router
 from verifier_service.runtime import Runtime
-from verifier_service.schema import ScoreRequest, ScoreResponse
+from verifier_service.schema import EvalRequest, ReloadRequest, ScoreRequest, ScoreResponse
 from verifier_service.settings import VerifierSettings
 from verifier_service.url_key import UrlKey
 
@@ -52,6 +54,7 @@ def create_app(settings: VerifierSettings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.metrics = Metrics()
+    app.state.eval_memory = EvalMemory()  # each model's last eval scores per version, for drift
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     # Counts every answer to a score request (/v1/score and the trainer routes), whoever produced it.
     app.add_middleware(CountResponses, metrics=app.state.metrics, paths=frozenset({"/v1/score", *SCORE_PATHS}))
@@ -59,6 +62,7 @@ def create_app(settings: VerifierSettings | None = None) -> FastAPI:
     app.add_middleware(UrlKey)  # outermost: an API key in the URL leaves it before anything else sees the request
     install_error_handlers(app)
     app.include_router(router)
+    app.include_router(model_router)
     install_compat(app)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
@@ -70,7 +74,8 @@ def log_auth(settings: VerifierSettings) -> None:
         log.info("auth: off (no VERIFIER_API_KEY): anyone who can reach %s can score", reachable_at(settings))
     else:
         log.info(
-            "auth: on (VERIFIER_API_KEY): /v1/score needs 'Authorization: Bearer <key>'; the trainer routes take it "
+            "auth: on (VERIFIER_API_KEY): /v1/score and /v1/models/{name}/reload and /eval need 'Authorization: "
+            "Bearer <key>'; the trainer routes take it "
             "there or in the URL (/v1/compat/key/<key>/...)"
         )
 
@@ -109,6 +114,10 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         request = ScoreRequest.model_json_schema(ref_template="#/components/schemas/{model}")
         components.update(request.pop("$defs", {}))
         components["ScoreRequest"] = request
+        for model in (ReloadRequest, EvalRequest):  # read by their routes themselves too (model_routes.read)
+            published = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            components.update(published.pop("$defs", {}))
+            components[model.__name__] = published
         components["ScoreResponse"]["examples"] = ScoreResponse.model_json_schema()["examples"]
         app.openapi_schema = schema
     return app.openapi_schema

@@ -166,6 +166,7 @@ async def root(request: Request) -> dict[str, Any]:
             "score": "POST /v1/score",
             "components": "GET /v1/components",
             "models": "GET /v1/models",
+            "model_update": "POST /v1/models/{name}/reload | /v1/models/{name}/eval",
             "trainers": "POST /v1/compat/openrlhf | /v1/compat/slime | /v1/compat/nemo-gym/verify",
             "health": "GET /healthz",
             "ready": "GET /readyz",

@@ -1506,10 +1506,111 @@ class ModelInfo(BaseModel):
     version: str | None = Field(..., description="The loaded checkpoint's version (results echo it); null: not loaded.")
     device: str = Field(..., description="Where it runs: cpu, cuda or cuda:N.")
     loaded: bool = Field(..., description="Whether it is loaded and serving.")
+    reloading: bool = Field(False, description="Whether a reload of it is under way (the loaded version serves).")
 
 
 class ModelsResponse(BaseModel):
     models: list[ModelInfo] = Field(..., description="Every model this server serves; empty when it serves none.")
+
+
+# --- Online update: POST /v1/models/{name}/reload and /eval --------------------------------------------------------
+
+
+class ReloadRequest(_Strict):
+    """Which checkpoint to load in place of the one serving."""
+
+    path: str | None = Field(
+        None,
+        min_length=1,
+        max_length=1000,
+        description="A checkpoint directory on the server, under one of VERIFIER_MODEL_ROOTS (as save_pretrained "
+        "writes it, the tokenizer beside it). Default: the model's configured path (VERIFIER_MODELS), read again.",
+    )
+
+
+class ReloadResponse(ModelInfo):
+    previous_version: str = Field(..., description="The version that served before this reload.")
+
+
+RuleOutcome = Annotated[StrictFloat, Field(ge=0, le=1, allow_inf_nan=False)]
+
+
+class EvalGroup(_Strict):
+    """Completions of one prompt, each with its rule outcome (the reward the rules gave it, in [0, 1])."""
+
+    prompt: str | None = Field(None, max_length=1_000_000, description="The prompt the model sees before each.")
+    completions: list[str] = Field(..., min_length=1, max_length=4096)
+    outcomes: list[RuleOutcome] = Field(..., min_length=1, max_length=4096, description="One per completion, in order.")
+
+    @model_validator(mode="after")
+    def _one_outcome_each(self) -> EvalGroup:
+        if len(self.outcomes) != len(self.completions):
+            raise ValueError("outcomes must have one value per completion")
+        return self
+
+
+class EvalRequest(_Strict):
+    """Groups of completions with their rule outcomes, to score with the model and compare."""
+
+    groups: list[EvalGroup] = Field(..., min_length=1, max_length=4096)
+    template: Literal["raw", "chat"] = Field("raw", description="The layout the model sees, as rm's `template`.")
+    correct_threshold: StrictFloat = Field(
+        0.5, ge=0, le=1, description="The outcome from which a completion counts as right (for pairs and AUROC)."
+    )
+
+
+class ScoreSummary(BaseModel):
+    mean: float
+    std: float = Field(..., description="The scores' standard deviation (divided by n).")
+    p5: float
+    p25: float
+    p50: float
+    p75: float
+    p95: float
+
+
+class EvalCounts(BaseModel):
+    groups: int
+    items: int = Field(..., description="Completions sent.")
+    scored: int = Field(..., description="Completions the model scored; the metrics are over these.")
+    unscored: int = Field(
+        ...,
+        description="Completions it could not score (its template or forward failed, the deadline passed); one "
+        "over max_tokens keeps its end and is scored.",
+    )
+    pairs: int = Field(..., description="(right, wrong) pairs within groups, among the scored.")
+
+
+class EvalDrift(BaseModel):
+    """The same completions as scored by the version that served before the last reload, in that version's last
+    eval."""
+
+    previous_version: str
+    items: int = Field(..., description="Completions both versions scored (matched by prompt, completion, template).")
+    mean_abs_diff: float | None = Field(..., description="Mean |score now - score then|; null for no common items.")
+    spearman: float | None = Field(..., description="Rank correlation of the two; null under two items or constant.")
+
+
+class EvalResponse(BaseModel):
+    model: str
+    model_version: str = Field(..., description="The version that scored every completion of this eval.")
+    counts: EvalCounts
+    ranking_accuracy: float | None = Field(
+        ...,
+        description="Share of (right, wrong) pairs within a group where the right one scores higher, ties half; "
+        "null without pairs.",
+    )
+    auroc: float | None = Field(
+        ...,
+        description="AUROC of the score against right/wrong over all items (ties at midranks); null unless both occur.",
+    )
+    calibration_error: float | None = Field(
+        ..., description="ECE of sigmoid(score) against the outcome, 10 equal-width bins; null when nothing scored."
+    )
+    scores: ScoreSummary | None = Field(..., description="Of the raw scores (logits); null when nothing scored.")
+    drift: EvalDrift | None = Field(
+        ..., description="Against the version before the last reload; null when no reload changed the version."
+    )
 
 
 class ErrorDetail(BaseModel):

@@ -124,6 +124,19 @@ class VerifierSettings(BaseSettings):
         "loaded stops the service from starting.",
     )
 
+    model_roots: tuple[str, ...] = Field(
+        (),
+        max_length=64,
+        description="Directories under which POST /v1/models/{name}/reload may load a checkpoint named by its path: "
+        "a JSON list of absolute paths. Empty: a reload reads only the model's configured path again.",
+    )
+
+    @model_validator(mode="after")
+    def _check_model_roots(self) -> VerifierSettings:
+        if any(not root.startswith("/") or len(root) > 1000 for root in self.model_roots):
+            raise ValueError("VERIFIER_MODEL_ROOTS: each root must be an absolute path (at most 1000 characters)")
+        return self
+
     @model_validator(mode="after")
     def _check_deadlines(self) -> VerifierSettings:
         if self.math_timeout_s >= self.batch_timeout_s:
