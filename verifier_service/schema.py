@@ -1060,7 +1060,9 @@ class ModelScoreSpec(CorrectnessGate):
     def settled_by_gate(self, correctness: ComponentResult) -> ComponentResult | None:
         """With gate right, the result of an answer the model is not run on, from the result of the component that
         says whether it is right: 0 (gated_out) for one below `correct_threshold`, null (primary_unjudged) for one
-        that component could not judge; None when the model is to score it."""
+        that component could not judge; None when the model is to score it (always, with gate none)."""
+        if self.gate != "right":
+            return None
         if correctness.score is None:
             detail = f"Whether the answer is right is unknown: its component gave {correctness.verdict}."
             return ComponentResult(score=None, verdict=Verdict.PRIMARY_UNJUDGED.value, detail=detail)
