@@ -1037,7 +1037,7 @@ class ModelScoreSpec(CorrectnessGate):
 
     gate: Literal["none", "right"] = Field(
         "none",
-        description='none: every answer gets the model\'s score; right: only an answer the rule calls right '
+        description="none: every answer gets the model's score; right: only an answer the rule calls right "
         "(its `correct_from` component's score at least `correct_threshold`) is run through the model, any other "
         "scores 0 (gated_out) without running it, and one the rule could not judge is null (primary_unjudged).",
     )

@@ -186,7 +186,7 @@ def test_the_two_recipes_pass_and_a_raw_or_heavy_model_beside_the_rule_does_not(
     likes) and only the gate passes."""
     math, code = {"gold": "4"}, {"tests": ["assert True"]}
     squashed, gated = {"model": "m", "transform": "sigmoid"}, {"model": "m", "transform": "sigmoid", "gate": "right"}
-    accepted = [
+    accepted: list[dict[str, Any]] = [
         {"math": math, "rm": squashed, "weights": {"math": 1.0, "rm": 0.5}},
         {"math": math, "rm": gated, "weights": {"rm": 100.0}},
         {"code": code, "rm": gated},
@@ -194,7 +194,7 @@ def test_the_two_recipes_pass_and_a_raw_or_heavy_model_beside_the_rule_does_not(
         {"math": math, "rm": {"model": "m"}, "weights": {"rm": 0.0}},  # counted for nothing
         {"math": math, "rm": {"model": "m"}, "allow_order_inversion": True},
     ]
-    refused = [
+    refused: list[dict[str, Any]] = [
         {"math": math, "rm": {"model": "m"}},
         {"math": math, "rm": {"model": "m"}, "weights": {"rm": 0.01}},
         {"math": math, "rm": squashed},
