@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
+from typing import Any
+from urllib.parse import quote
 
 import httpx
 
 from trainer_client.config import DEFAULT_URL, FRESH_CONNECTIONS, ClientConfig
-from trainer_client.core import Chunk, ClientCore, place
-from trainer_client.errors import HTTPX_ERRORS, map_httpx_error
+from trainer_client.core import Chunk, ClientCore, error_detail, place
+from trainer_client.errors import HTTPX_ERRORS, VerifierResponseError, map_httpx_error, status_error
 from trainer_client.readiness import ReadinessWait
 from verifier_service.schema import ItemResult, ScoreItem
 
@@ -69,6 +71,45 @@ class VerifierClient:
         """
         for wait in [ReadinessWait(self.core, timeout, connect_grace, base_url=url) for url in self.core.urls]:
             self._wait_until_ready(wait)
+
+    def models(self) -> dict[str, Any]:
+        """`GET /v1/models` of the first verifier: its reward models by name (kind, path, version, device)."""
+        return self._model_call("GET", "/v1/models", None, self.core.urls[:1])[0]
+
+    def reload_model(self, name: str, path: str | None = None, *, timeout: float = 600.0) -> list[dict[str, Any]]:
+        """`POST /v1/models/{name}/reload` at every verifier (each serves its own copy): load the checkpoint at `path`
+        (default: the configured one, read again) beside the old and swap. Returns each verifier's answer (the new
+        version); raises a `VerifierError` when one refuses or fails (those before it have swapped)."""
+        body = {} if path is None else {"path": path}
+        return self._model_call("POST", f"/v1/models/{quote(name, safe='')}/reload", body, self.core.urls, timeout)
+
+    def evaluate_model(
+        self, name: str, groups: Sequence[Mapping[str, Any]], *, timeout: float = 600.0, **options: Any
+    ) -> dict[str, Any]:
+        """`POST /v1/models/{name}/eval` at the first verifier: the model's ranking accuracy, AUROC, calibration and
+        drift on `groups` (each a prompt, its completions and their rule outcomes)."""
+        body = {"groups": list(groups), **options}
+        path = f"/v1/models/{quote(name, safe='')}/eval"
+        return self._model_call("POST", path, body, self.core.urls[:1], timeout)[0]
+
+    def _model_call(
+        self, method: str, path: str, body: Any, urls: Sequence[str], timeout: float | None = None
+    ) -> list[dict[str, Any]]:
+        answers = []
+        for url in urls:
+            what = f"{method} {url}{path}"
+            try:
+                wait = timeout or self.core.config.timeout()
+                response = self._http.request(method, url + path, json=body, headers=self.core.headers, timeout=wait)
+            except HTTPX_ERRORS as exc:
+                raise map_httpx_error(exc, what) from exc
+            if response.status_code != 200:
+                raise status_error(response.status_code, error_detail(response), what)
+            try:
+                answers.append(response.json())
+            except ValueError as exc:
+                raise VerifierResponseError(f"{what}: the answer is not JSON") from exc
+        return answers
 
     def close(self) -> None:
         if self._owns_http:

@@ -24,7 +24,7 @@ from trainer_client.inputs import GOLD_FIELDS, GOLD_READERS, code_spec, column, 
 from trainer_client.metrics import row_verdicts, verdict_metrics
 from trainer_client.options import ROW_FIELDS, Options, check_request, correctness_component, describe, row_fields
 from trainer_client.tokens import StopTokens, length_fields
-from verifier_service.schema import COMPONENTS, ItemResult, ScoreItem, Verdict
+from verifier_service.schema import COMPONENTS, PROMPT_READERS, ItemResult, ScoreItem, Verdict
 
 logger = logging.getLogger("trainer_client")
 
@@ -111,10 +111,20 @@ class RewardCore:
         self.consecutive_failures = 0
         self.answered = False  # has the verifier ever answered this reward function?
 
-    def prepare(self, completions: Sequence[Any], kwargs: Mapping[str, Any], completion_ids: Any = None) -> Batch:
+    def prepare(
+        self,
+        completions: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        completion_ids: Any = None,
+        prompts: Sequence[Any] | None = None,
+    ) -> Batch:
         """One item per completion that has what the components need; rows without it are skipped (reward None).
-        `completion_ids` (TRL's: one list of token ids per completion) gives each item its length fields."""
+        `completion_ids` (TRL's: one list of token ids per completion) gives each item its length fields; `prompts`
+        (TRL's, text or messages) go into the items when a sent component judges the prompt too (rm)."""
         spec, total = self.spec, len(completions)
+        prompts = prompts if prompts is not None and set(spec.sent) & set(PROMPT_READERS) else None
+        if prompts is not None and len(prompts) != total:
+            raise ValueError(f"{spec.name}: {len(prompts)} prompts for {total} completions")
         ids = self._ids(completion_ids, total)
         needed, optional = self._columns(kwargs)
         data = {name: column(kwargs, name, total) for name in needed}
@@ -127,7 +137,8 @@ class RewardCore:
             fields = {name: self._spec_fields(name, row, specs, data, entry_points) for name in spec.sent}
             if any(value is None for value in fields.values()):  # no gold / tests: the reward does not apply
                 continue
-            batch.items.append(self._item(row, completion, fields, length_fields(ids[row], spec.stop)))
+            prompt = {"prompt": prompts[row]} if prompts is not None else {}
+            batch.items.append(self._item(row, completion, fields | prompt, length_fields(ids[row], spec.stop)))
             batch.rows.append(row)
         return batch
 

@@ -62,22 +62,26 @@ class VerifierRewards:
         """As `VerifierReward.set_token_ids`, for every function of the group."""
         self.scorer.set_token_ids(eos_token_id, pad_token_id)
 
-    def answer(self, completions: Sequence[Any], completion_ids: Any, kwargs: Mapping[str, Any]) -> Answer:
+    def answer(
+        self, completions: Sequence[Any], completion_ids: Any, kwargs: Mapping[str, Any], prompts: Sequence[Any] | None
+    ) -> Answer:
         """The verifier's answer for this batch: asked for by the first function TRL calls with it, kept for the
         others. A batch is the `completions` list TRL hands every function of one step."""
         if self._is_last(completions, completion_ids):
             assert self._last is not None
             return self._last[2]
         assert isinstance(self.scorer, VerifierReward)
-        found = self.scorer.results(completions, completion_ids, kwargs)
+        found = self.scorer.results(completions, completion_ids, kwargs, prompts)
         self._last = (completions, completion_ids, found)
         return found
 
-    async def answer_async(self, completions: Sequence[Any], completion_ids: Any, kwargs: Mapping[str, Any]) -> Answer:
+    async def answer_async(
+        self, completions: Sequence[Any], completion_ids: Any, kwargs: Mapping[str, Any], prompts: Sequence[Any] | None
+    ) -> Answer:
         """`answer` for async functions, which TRL runs together: the first starts the request, the others await it."""
         if not self._is_last(completions, completion_ids):
             assert isinstance(self.scorer, AsyncVerifierReward)
-            task = asyncio.ensure_future(self.scorer.results(completions, completion_ids, kwargs))
+            task = asyncio.ensure_future(self.scorer.results(completions, completion_ids, kwargs, prompts))
             self._last = (completions, completion_ids, task)
         assert self._last is not None
         return await asyncio.shield(self._last[2])
@@ -101,7 +105,7 @@ class ComponentReward:
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
-        batch, per_row = self.group.answer(completions, completion_ids, kwargs)
+        batch, per_row = self.group.answer(completions, completion_ids, kwargs, prompts)
         return self.group.scorer._core.values(batch, per_row, kwargs, self.component)
 
     @property
@@ -122,5 +126,5 @@ class AsyncComponentReward(CoroutineFunctionLike, ComponentReward):
     async def __call__(  # type: ignore[override]
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
-        batch, per_row = await self.group.answer_async(completions, completion_ids, kwargs)
+        batch, per_row = await self.group.answer_async(completions, completion_ids, kwargs, prompts)
         return self.group.scorer._core.values(batch, per_row, kwargs, self.component)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
@@ -44,6 +44,8 @@ from trainer_client.tokens import StopTokens
 from verifier_service.schema import ComponentSpec, FormatOptions, ItemResult, MathOptions
 
 ClientT = TypeVar("ClientT", VerifierClient, AsyncVerifierClient)
+# Sees each call's prompts, completions, the verifier's result per completion and its other arguments (`add_observer`).
+Observer = Callable[[Sequence[Any] | None, Sequence[Any], Sequence[ItemResult | None], Mapping[str, Any]], None]
 logger = logging.getLogger("trainer_client")
 
 
@@ -145,6 +147,26 @@ class _RewardBase(Generic[ClientT]):
         self._core = RewardCore(self.spec)
         self._client: ClientT | None = client
         self._client_injected = client is not None
+        self._observers: list[Observer] = []
+
+    def add_observer(self, observer: Observer) -> None:
+        """Call `observer(prompts, completions, results, kwargs)` with each TRL call's prompts (None when the caller
+        gave none), completions, the verifier's result per completion (None where there is none) and the call's other
+        keyword arguments (the dataset columns, TRL's `log_metric`), after the call is scored: how
+        `online_rm.OnlineRewardModel` keeps the rule outcomes it trains on. Observers stay behind when the reward is
+        pickled (a copy in another process has its own)."""
+        self._observers.append(observer)
+
+    def _observed(
+        self,
+        prompts: Sequence[Any] | None,
+        completions: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        per_row: list[ItemResult | None],
+    ) -> list[ItemResult | None]:
+        for observer in self._observers:
+            observer(prompts, completions, per_row, kwargs)
+        return per_row
 
     def set_token_ids(self, eos_token_id: int | Sequence[int] | None, pad_token_id: int | None = None) -> None:
         """Set the EOS ids (one or several) and the pad id that tell a finished completion from a truncated one,
@@ -163,7 +185,7 @@ class _RewardBase(Generic[ClientT]):
     def __getstate__(self) -> dict[str, Any]:
         # The HTTP client (sockets, locks, an event loop) stays behind; the copy opens its own on first use.
         state = {key: value for key, value in self.__dict__.items() if not key.startswith("_client")}
-        return state | {"_client": None, "_client_injected": False}
+        return state | {"_client": None, "_client_injected": False, "_observers": []}
 
 
 class VerifierReward(_RewardBase[VerifierClient]):
@@ -193,25 +215,30 @@ class VerifierReward(_RewardBase[VerifierClient]):
     def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
-        batch, per_row = self.results(completions, completion_ids, kwargs)
+        batch, per_row = self.results(completions, completion_ids, kwargs, prompts)
         return self._core.values(batch, per_row, kwargs)
 
     def results(
-        self, completions: Sequence[Any], completion_ids: Any, kwargs: Mapping[str, Any]
+        self,
+        completions: Sequence[Any],
+        completion_ids: Any,
+        kwargs: Mapping[str, Any],
+        prompts: Sequence[Any] | None = None,
     ) -> tuple[Batch, list[ItemResult | None]]:
-        """The verifier's answer for each completion of a TRL call (None where nothing was sent or came back)."""
-        batch = self._core.prepare(completions, kwargs, completion_ids)
+        """The verifier's answer for each completion of a TRL call (None where nothing was sent or came back), seen
+        by the observers too."""
+        batch = self._core.prepare(completions, kwargs, completion_ids, prompts)
         if not batch.items:
-            return batch, self._core.settle(batch, [], None)
+            return batch, self._observed(prompts, completions, kwargs, self._core.settle(batch, [], None))
         try:
             results = self.client().score(batch.items)
         except VerifierUnavailableError as exc:
-            return batch, self._core.settle(batch, None, exc)
+            return batch, self._observed(prompts, completions, kwargs, self._core.settle(batch, None, exc))
         except VerifierRequestError as exc:
             if exc.status_code == 401:
                 raise self._auth_error(exc) from exc
             raise
-        return batch, self._core.settle(batch, results, None)
+        return batch, self._observed(prompts, completions, kwargs, self._core.settle(batch, results, None))
 
     def client(self) -> VerifierClient:
         """The client this reward sends with (made on first use)."""
@@ -261,25 +288,30 @@ class AsyncVerifierReward(CoroutineFunctionLike, _RewardBase[AsyncVerifierClient
     async def __call__(
         self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, **kwargs: Any
     ) -> list[float | None]:
-        batch, per_row = await self.results(completions, completion_ids, kwargs)
+        batch, per_row = await self.results(completions, completion_ids, kwargs, prompts)
         return self._core.values(batch, per_row, kwargs)
 
     async def results(
-        self, completions: Sequence[Any], completion_ids: Any, kwargs: Mapping[str, Any]
+        self,
+        completions: Sequence[Any],
+        completion_ids: Any,
+        kwargs: Mapping[str, Any],
+        prompts: Sequence[Any] | None = None,
     ) -> tuple[Batch, list[ItemResult | None]]:
-        """The verifier's answer for each completion of a TRL call (None where nothing was sent or came back)."""
-        batch = self._core.prepare(completions, kwargs, completion_ids)
+        """The verifier's answer for each completion of a TRL call (None where nothing was sent or came back), seen
+        by the observers too."""
+        batch = self._core.prepare(completions, kwargs, completion_ids, prompts)
         if not batch.items:
-            return batch, self._core.settle(batch, [], None)
+            return batch, self._observed(prompts, completions, kwargs, self._core.settle(batch, [], None))
         try:
             results = await self.client().score(batch.items)
         except VerifierUnavailableError as exc:
-            return batch, self._core.settle(batch, None, exc)
+            return batch, self._observed(prompts, completions, kwargs, self._core.settle(batch, None, exc))
         except VerifierRequestError as exc:
             if exc.status_code == 401:
                 raise self._auth_error(exc) from exc
             raise
-        return batch, self._core.settle(batch, results, None)
+        return batch, self._observed(prompts, completions, kwargs, self._core.settle(batch, results, None))
 
     def client(self) -> AsyncVerifierClient:
         """The client for the running event loop (an httpx.AsyncClient cannot move between loops)."""

@@ -337,6 +337,7 @@ class ComponentSpec(_Strict):
     verdicts: ClassVar[tuple[Verdict, ...]]  # every verdict it gives, those that score null included
     null_verdicts: ClassVar[tuple[Verdict, ...]] = ()  # the verdicts that can score null: the item is not judged
     range_text: ClassVar[str] = "[0, 1]"  # the score range, in terms of the options
+    reads_prompt: ClassVar[bool] = False  # whether it judges the item's prompt too (clients then send it)
 
     def score_range(self) -> tuple[float, float]:
         """The lowest and highest score under these options."""
@@ -1090,6 +1091,7 @@ class RmSpec(ModelScoreSpec):
     verdicts = (Verdict.SCORED, Verdict.TOO_LONG, Verdict.MODEL_ERROR, Verdict.GATED_OUT, Verdict.PRIMARY_UNJUDGED)
     null_verdicts = (Verdict.TOO_LONG, Verdict.MODEL_ERROR, Verdict.PRIMARY_UNJUDGED)
     range_text = "any real number (transform raw); [0, 1] (transform sigmoid); 0 when gated out"
+    reads_prompt = True
     order_hint = 'rm: transform "sigmoid" with a weight below the rule\'s, or gate "right"'
 
     model: str = Field(..., pattern=MODEL_NAME, description="The model's name on this server (VERIFIER_MODELS).")
@@ -1409,6 +1411,7 @@ PRIMARIES: tuple[str, ...] = get_args(PrimaryName)
 GUARDED_COMPONENTS = tuple(
     name for name, spec in SPECS.items() if spec.answer_ranges is not ComponentSpec.answer_ranges
 )
+PROMPT_READERS = tuple(name for name, spec in SPECS.items() if spec.reads_prompt)  # judge the prompt too
 _NO_COMPONENT = f"each item needs at least one of {', '.join(COMPONENTS)}"
 # ScoreItem._check_components's verdict on each combination of components, weights and gated options seen lately.
 _CHECKED: dict[tuple[Any, ...], str | None] = {}

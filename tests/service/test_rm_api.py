@@ -131,6 +131,29 @@ def test_a_score_does_not_depend_on_its_batch(rm_server: Server) -> None:
     assert among["score"] == pytest.approx(alone["score"], abs=1e-3)
 
 
+def test_the_trl_reward_sends_its_prompts_to_the_model_and_shows_its_observers(
+    rm_server: Server, checkpoints: dict[str, Path]
+) -> None:
+    """GRPOTrainer hands reward functions the prompts: a reward with rm sends them, so the model scores the prompt
+    and the completion as it was trained to (without them it would see the completion alone)."""
+    from trainer_client import VerifierReward
+
+    reward = VerifierReward("rm", base_url=rm_server.url, options={"rm": {"model": "tiny"}})
+    seen: list[tuple[Any, ...]] = []
+    reward.add_observer(lambda prompts, completions, results, kwargs: seen.append((prompts, completions, results)))
+    prompts, completions = [PROMPT, "What is 2 + 2?"], [COMPLETIONS[1]] * 2
+    got = reward(prompts=prompts, completions=completions, completion_ids=None)
+    tokenizer = AutoTokenizer.from_pretrained(checkpoints["tiny"])
+    path = checkpoints["tiny"]
+    want = [direct_score(path, expected_ids(tokenizer, "raw", p, c)) for p, c in zip(prompts, completions, strict=True)]
+    assert got == pytest.approx(want, abs=1e-4)
+    assert abs(want[0] - want[1]) > 1e-3  # the prompt changes the score: it was sent
+    [(seen_prompts, seen_completions, results)] = seen
+    assert seen_prompts == prompts and seen_completions == completions
+    assert [result.components["rm"].score for result in results] == pytest.approx(want, abs=1e-4)
+    reward.close()
+
+
 def test_an_input_over_max_tokens_keeps_its_end_or_is_null(rm_server: Server, checkpoints: dict[str, Path]) -> None:
     long = "Tom has 3 + 4 = 7 apples. " * 20  # far over MAX_TOKENS
     items = [

@@ -1,0 +1,355 @@
+"""A reward model kept up with the policy from the rule outcomes: the design notes' loop, and PRIME's (an implicit
+PRM updated online from outcome labels), for a model the verifier serves.
+
+`OnlineRewardModel` is a transformers `TrainerCallback` (GRPOTrainer's, or any Trainer's) that
+
+1. keeps the rule outcomes of the last `keep_steps` steps: it observes a verifier reward function
+   (`observe(reward)`), and from each call takes each completion's prompt, its text and the score of the rule
+   component (`outcome_from`: math, code, ...), right from `threshold` up;
+2. every `every_steps` steps fine-tunes the reward model on them, starting from the checkpoint the verifier serves:
+   `method="pairs"` trains on the pairs of a right and a wrong completion to one prompt with TRL's `RewardTrainer`
+   (its Bradley-Terry loss; at most `max_pairs_per_group` per prompt); `method="outcome"` is PRIME's cross-entropy of
+   the score's sigmoid against the outcome, on every completion. Either way the model sees the layout it is served
+   with (`template`, as the rm component lays it out, reward_models/layout.py);
+3. saves it under `output_dir/step-N`, has every verifier load it (`POST /v1/models/{name}/reload`: a swap, no
+   request scored by two versions), and
+4. asks the verifier to evaluate the new version on held-out prompts (a fixed `held_out` share of prompts, by hash,
+   is never trained on): ranking accuracy within groups, AUROC against the rule outcome, calibration, the scores'
+   spread, drift against the previous version (`POST /v1/models/{name}/eval`); the numbers go to TRL's logs as
+   `online_rm/<metric>` next to its own (through the reward's `log_metric`), and to `history`.
+
+It runs in the trainer's main process, between steps (as PRIME's update does): with several processes, each rank's
+reward sees only its share of the batch, and rank 0's outcomes train the model. A PRM (kind prm) is not trained here.
+
+    rule = VerifierReward("math", base_url=URL)
+    model = VerifierReward(["math", "rm"], base_url=URL, options={"rm": {"model": "rm", "transform": "sigmoid"}},
+                           weights={"math": 1.0, "rm": 0.5})
+    online = OnlineRewardModel("rm", checkpoint="/models/rm", output_dir="out/rm", base_url=URL, every_steps=20)
+    online.observe(rule)
+    trainer = GRPOTrainer(..., reward_funcs=[rule, model], callbacks=[online])
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import random
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from transformers import TrainerCallback
+
+from trainer_client.client import VerifierClient
+from trainer_client.config import DEFAULT_URL, api_key_or_env
+from verifier_service.schema import ItemResult, completion_text, prompt_text
+
+log = logging.getLogger("trainer_client")
+
+Method = Literal["pairs", "outcome"]
+METRIC_PREFIX = "online_rm/"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One scored completion: the prompt's text, the completion's, and the rule's score."""
+
+    step: int
+    prompt: str
+    completion: str
+    outcome: float
+
+
+@dataclass
+class OutcomeLog:
+    """The rule outcomes of the last `keep_steps` steps, grouped by prompt; each prompt train or held out by its hash,
+    so that a prompt's completions are never on both sides."""
+
+    keep_steps: int
+    held_out: float = 0.2
+    outcomes: deque[Outcome] = field(default_factory=deque)
+
+    def add(
+        self, step: int, prompts: Sequence[str], completions: Sequence[str], scores: Sequence[float | None]
+    ) -> None:
+        for prompt, completion, score in zip(prompts, completions, scores, strict=True):
+            if score is not None and math.isfinite(score):  # an unjudged completion says nothing either way
+                self.outcomes.append(Outcome(step, prompt, completion, float(score)))
+        while self.outcomes and self.outcomes[0].step <= step - self.keep_steps:
+            self.outcomes.popleft()
+
+    def is_held_out(self, prompt: str) -> bool:
+        """Whether `prompt` is kept for evaluation: a fixed share of prompts, by a hash of the text.
+
+        >>> log = OutcomeLog(keep_steps=1, held_out=0.5)
+        >>> sum(log.is_held_out(f"prompt {i}") for i in range(1000))
+        489
+        """
+        digest = hashlib.sha256(prompt.encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2**64 < self.held_out
+
+    def groups(self, held_out: bool) -> list[tuple[str, list[Outcome]]]:
+        """(prompt, its outcomes, latest last) for the training prompts, or for the held-out ones."""
+        found: dict[str, list[Outcome]] = {}
+        for outcome in self.outcomes:
+            if self.is_held_out(outcome.prompt) == held_out:
+                found.setdefault(outcome.prompt, []).append(outcome)
+        return list(found.items())
+
+
+def pairs(
+    groups: Sequence[tuple[str, Sequence[Outcome]]], threshold: float, per_group: int, rng: random.Random
+) -> list[dict[str, str]]:
+    """RewardTrainer's rows: for each prompt with right and wrong completions, up to `per_group` (right, wrong) pairs
+    of distinct texts, drawn at random without repeats.
+
+    >>> rows = pairs([("Q", [Outcome(0, "Q", "4", 1.0), Outcome(0, "Q", "5", 0.0)])], 1.0, 8, random.Random(0))
+    >>> rows
+    [{'prompt': 'Q', 'chosen': '4', 'rejected': '5'}]
+    """
+    rows = []
+    for prompt, outcomes in groups:
+        right = sorted({o.completion for o in outcomes if o.outcome >= threshold})
+        wrong = sorted({o.completion for o in outcomes if o.outcome < threshold} - set(right))
+        every = [(good, bad) for good in right for bad in wrong]
+        for good, bad in rng.sample(every, min(per_group, len(every))):
+            rows.append({"prompt": prompt, "chosen": good, "rejected": bad})
+    return rows
+
+
+class OnlineRewardModel(TrainerCallback):
+    """Fine-tunes the verifier's reward model `model` from the rule outcomes every `every_steps` steps, has the
+    verifier reload it and logs how it ranks held-out completions (see the module's documentation)."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        checkpoint: str | Path,
+        output_dir: str | Path,
+        every_steps: int = 10,
+        keep_steps: int | None = None,
+        outcome_from: str = "math",
+        threshold: float = 1.0,
+        method: Method = "pairs",
+        template: Literal["raw", "chat"] = "raw",
+        held_out: float = 0.2,
+        max_pairs_per_group: int = 16,
+        learning_rate: float = 1e-4,
+        epochs: int = 1,
+        batch_size: int = 8,
+        max_length: int | None = None,
+        device: str | None = None,
+        seed: int = 0,
+        base_url: str | Sequence[str] = DEFAULT_URL,
+        api_key: str | None = None,
+        client: VerifierClient | None = None,
+    ) -> None:
+        if every_steps < 1:
+            raise ValueError("every_steps must be at least 1")
+        if method not in ("pairs", "outcome"):
+            raise ValueError('method must be "pairs" or "outcome"')
+        if not 0.0 <= held_out < 1.0:
+            raise ValueError("held_out must be in [0, 1)")
+        self.model_name = model
+        self.checkpoint = str(checkpoint)  # what the verifier serves now, and the next update starts from
+        self.output_dir = Path(output_dir)
+        self.every_steps = every_steps
+        self.outcome_from, self.threshold, self.method, self.template = outcome_from, threshold, method, template
+        self.max_pairs_per_group, self.learning_rate, self.epochs = max_pairs_per_group, learning_rate, epochs
+        self.batch_size, self.max_length, self.device, self.seed = batch_size, max_length, device, seed
+        self.outcomes = OutcomeLog(keep_steps or every_steps, held_out)
+        self.client = client or VerifierClient(base_url, api_key=api_key_or_env(api_key))
+        self.step = 0
+        self.metrics: dict[str, float] = {}  # the latest evaluation, as logged
+        self.history: list[dict[str, Any]] = []  # one entry per update: step, checkpoint, version, evaluation
+        self._rng = random.Random(seed)
+
+    def observe(self, reward: Any) -> Any:
+        """Keep the rule outcomes of `reward` (a `VerifierReward` or `AsyncVerifierReward` that scores
+        `outcome_from`); returns it."""
+        reward.add_observer(self.record)
+        return reward
+
+    def record(
+        self,
+        prompts: Sequence[Any] | None,
+        completions: Sequence[Any],
+        results: Sequence[ItemResult | None],
+        kwargs: Mapping[str, Any],
+    ) -> None:
+        """An observer of the reward: the call's rule outcomes into the log, and the latest evaluation to TRL's."""
+        if prompts is not None:
+            scores = [self._outcome(result) for result in results]
+            texts = [prompt_text(prompt) for prompt in prompts]
+            self.outcomes.add(self.step, texts, [completion_text(c) for c in completions], scores)
+        log_metric = kwargs.get("log_metric")
+        if log_metric is not None:
+            for name, value in self.metrics.items():
+                log_metric(METRIC_PREFIX + name, value)
+
+    def _outcome(self, result: ItemResult | None) -> float | None:
+        if result is None or self.outcome_from not in result.components:
+            return None
+        return result.components[self.outcome_from].score
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        self.step = state.global_step
+        if state.global_step % self.every_steps == 0 and state.is_world_process_zero:
+            self.update(state.global_step)
+        return control
+
+    def update(self, step: int) -> dict[str, Any] | None:
+        """Train on the outcomes kept, save, have the verifier reload, evaluate; None when there was nothing to train
+        on (no prompt with both a right and a wrong completion, for `pairs`)."""
+        train = self.outcomes.groups(held_out=False)
+        path = self.output_dir / f"step-{step}"
+        if self.method == "pairs":
+            rows = pairs(train, self.threshold, self.max_pairs_per_group, self._rng)
+            if not rows:
+                log.info("online reward model: step %d: no prompt with a right and a wrong answer yet", step)
+                return None
+            trained = self._train_pairs(rows, path)
+        else:
+            examples = [(prompt, o.completion, o.outcome) for prompt, outcomes in train for o in outcomes]
+            if not examples:
+                return None
+            trained = self._train_outcomes(examples, path)
+        [answer, *_] = self.client.reload_model(self.model_name, str(path))
+        self.checkpoint = str(path)
+        entry: dict[str, Any] = {"step": step, "checkpoint": str(path), "version": answer.get("version"), **trained}
+        held = [
+            {
+                "prompt": prompt,
+                "completions": [o.completion for o in outcomes],
+                "outcomes": [o.outcome for o in outcomes],
+            }
+            for prompt, outcomes in self.outcomes.groups(held_out=True)
+        ]
+        if held:
+            evaluation = self.client.evaluate_model(
+                self.model_name, held, template=self.template, correct_threshold=self.threshold
+            )
+            entry["eval"] = evaluation
+            self.metrics = numbers(evaluation) | {k: float(v) for k, v in trained.items()}
+        self.history.append(entry)
+        log.info("online reward model: step %d: %s serves %s %s", step, self.model_name, path, self.metrics)
+        return entry
+
+    def _load(self) -> tuple[Any, Any]:
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(self.checkpoint)
+        model = AutoModelForSequenceClassification.from_pretrained(self.checkpoint)
+        if self.device is not None:
+            model = model.to(self.device)
+        return tokenizer, model
+
+    def _max_length(self, model: Any) -> int:
+        return int(self.max_length or getattr(model.config, "max_position_embeddings", None) or 1024)
+
+    def _train_pairs(self, rows: list[dict[str, str]], path: Path) -> dict[str, float]:
+        """RewardTrainer on (prompt, chosen, rejected) rows laid out as the rm component serves them."""
+        from datasets import Dataset
+        from trl import RewardConfig, RewardTrainer
+
+        tokenizer, model = self._load()
+        dataset: list[dict[str, Any]] = list(rows)
+        if self.template == "chat":
+            dataset = [
+                {
+                    "prompt": [{"role": "user", "content": row["prompt"]}],
+                    "chosen": [{"role": "assistant", "content": row["chosen"]}],
+                    "rejected": [{"role": "assistant", "content": row["rejected"]}],
+                }
+                for row in rows
+            ]
+        config = RewardConfig(
+            output_dir=str(path),
+            per_device_train_batch_size=self.batch_size,
+            num_train_epochs=self.epochs,
+            learning_rate=self.learning_rate,
+            max_length=self._max_length(model),
+            report_to="none",
+            save_strategy="no",
+            logging_strategy="no",
+            disable_tqdm=True,
+            seed=self.seed,
+            use_cpu=(self.device or ("cuda" if _cuda() else "cpu")) == "cpu",
+        )
+        trainer = RewardTrainer(
+            model=model, args=config, train_dataset=Dataset.from_list(dataset), processing_class=tokenizer
+        )
+        result = trainer.train()
+        trainer.save_model(str(path))
+        tokenizer.save_pretrained(str(path))
+        return {"train_pairs": float(len(rows)), "train_loss": float(result.training_loss)}
+
+    def _train_outcomes(self, examples: list[tuple[str, str, float]], path: Path) -> dict[str, float]:
+        """PRIME's loss: binary cross-entropy of sigmoid(score) against the outcome, on every completion, in the
+        layout the rm component serves."""
+        import torch
+
+        from reward_models.layout import token_ids
+
+        tokenizer, model = self._load()
+        limit = self._max_length(model)
+        ids = token_ids(tokenizer, self.template, [(prompt, completion) for prompt, completion, _ in examples])
+        data = [
+            (row[-limit:], min(1.0, max(0.0, outcome)))
+            for row, (_, _, outcome) in zip(ids, examples, strict=True)
+            if row
+        ]
+        pad = model.config.pad_token_id
+        optimizer = torch.optim.AdamW(model.parameters(), lr=self.learning_rate)
+        loss_fn = torch.nn.BCEWithLogitsLoss()
+        model.train()
+        losses: list[float] = []
+        for _ in range(self.epochs):
+            self._rng.shuffle(data)
+            for start in range(0, len(data), self.batch_size):
+                batch = data[start : start + self.batch_size]
+                width = max(len(row) for row, _ in batch)
+                input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
+                mask = torch.zeros((len(batch), width), dtype=torch.long)
+                for position, (row, _) in enumerate(batch):
+                    input_ids[position, : len(row)] = torch.tensor(row)
+                    mask[position, : len(row)] = 1
+                device = model.device
+                logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits[:, 0]
+                target = torch.tensor([outcome for _, outcome in batch], dtype=logits.dtype, device=device)
+                loss = loss_fn(logits, target)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                losses.append(float(loss))
+        model.eval()
+        model.save_pretrained(str(path))
+        tokenizer.save_pretrained(str(path))
+        return {"train_examples": float(len(data)), "train_loss": sum(losses) / max(1, len(losses))}
+
+
+def numbers(evaluation: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """The evaluation's numbers, flattened into metric names (nested objects joined by '/'); others left out.
+
+    >>> numbers({"ranking_accuracy": 0.9, "scores": {"mean": 0.1, "p50": 0.2}, "version": "v1", "drift": None})
+    {'ranking_accuracy': 0.9, 'scores/mean': 0.1, 'scores/p50': 0.2}
+    """
+    found: dict[str, float] = {}
+    for key, value in evaluation.items():
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int | float) and math.isfinite(value):
+            found[prefix + key] = float(value)
+        elif isinstance(value, Mapping):
+            found |= numbers(value, f"{prefix}{key}/")
+    return found
+
+
+def _cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
