@@ -1074,7 +1074,8 @@ class ModelScoreSpec(CorrectnessGate):
 
     @model_validator(mode="after")
     def _gate_options(self) -> ModelScoreSpec:
-        if self.gate == "none" and self.model_fields_set & {"correct_from", "correct_threshold"}:
+        # their defaults are fine (a client may send every option); another value would be silently unused
+        if self.gate == "none" and (self.correct_from is not None or self.correct_threshold != 1.0):
             raise ValueError('correct_from and correct_threshold apply only with gate "right"')
         return self
 

@@ -260,3 +260,10 @@ def test_the_gate_scores_a_wrong_answer_0_and_an_unjudged_one_null_without_the_m
     unjudged = spec.settled_by_gate(ComponentResult(score=None, verdict="worker_crashed"))
     assert unjudged is not None and (unjudged.score, unjudged.verdict) == (None, "primary_unjudged")
     assert spec.settled_by_gate(ComponentResult(score=0.5, verdict="partial")) is None  # the model scores it
+
+
+def test_a_client_that_sends_every_option_at_its_default_is_not_refused() -> None:
+    """The trainer client sends a spec's every field: the gate's at their defaults say nothing and pass."""
+    spec = RmSpec(model="m").model_dump()
+    assert spec["correct_from"] is None and spec["correct_threshold"] == 1.0
+    ScoreItem.model_validate({"completion": "x", "rm": spec})
