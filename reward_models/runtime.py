@@ -9,6 +9,10 @@
 - A deadline: the thread stops between batches once the request's time is up; what was not scored by then comes
   back as None, for the caller to report.
 - A version per model (the checkpoint's files' hash): every score comes back with the version that gave it.
+- Two kinds of call: `score`, a sequence-classification model's logit per input (rm); `score_steps`, a process reward
+  model's score per step, read at each step's position in the layout (prm, prm_lm), through the same batching,
+  deadline and failure handling. A step layout over max_tokens is not scored (too_long): cut, it would lose steps or
+  shift them.
 
 torch and transformers are imported when the runtime starts, never at import time: a service with no models does not
 load them.
@@ -22,20 +26,31 @@ import hashlib
 import logging
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from reward_models.batching import batches
-from reward_models.layout import Template, token_ids
+from reward_models.layout import (
+    LayoutError,
+    StepLayout,
+    Template,
+    qwen_prm_steps,
+    step_tag_steps,
+    tag_id,
+    token_ids,
+    trl_steps,
+)
 from reward_models.spec import ModelSpec
 
 log = logging.getLogger(__name__)
 
 TOKENIZE_CHUNK = 256  # inputs tokenized at a time: the tokenizer's lists of ints become compact arrays chunk by chunk
-Failure = Literal["too_long", "model_error"]
+# too_long: over max_tokens; model_error: the forward or the template failed; bad_layout: the steps cannot be laid
+# out for this model (a step holds its tag token, a tag is not a token of its tokenizer)
+Failure = Literal["too_long", "model_error", "bad_layout"]
 
 
 class ModelLoadError(RuntimeError):
@@ -54,12 +69,27 @@ class RmInput:
 
 
 @dataclass(frozen=True)
+class PrmInput:
+    """One input to a process reward model: a prompt and the completion's steps, laid out by `layout` (reward_models/
+    layout.py); the tag and the good and bad tokens are step_tag's."""
+
+    layout: StepLayout
+    prompt: str | None
+    steps: tuple[str, ...]
+    separator: str = "\n"
+    step_tag: str = "\u043a\u0438"  # Math-Shepherd's "ки"
+    good_token: str = "+"
+    bad_token: str = "-"
+
+
+@dataclass(frozen=True)
 class Outcome:
-    """A model's answer for one input: its logit, or why there is none."""
+    """A model's answer for one input: its logit (rm) or its steps' scores (prm), or why there is none."""
 
     logit: float | None
     failure: Failure | None = None
     tokens: int = 0  # the input's length in tokens (before it was cut to its end)
+    steps: tuple[float, ...] | None = None
 
 
 def checkpoint_version(path: str, model: Any) -> str:
@@ -85,12 +115,21 @@ class LoadedModel:
 
     def __init__(self, name: str, spec: ModelSpec) -> None:
         import torch
-        from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer
+        from transformers import (
+            AutoModelForCausalLM,
+            AutoModelForSequenceClassification,
+            AutoModelForTokenClassification,
+            AutoTokenizer,
+        )
 
         self.name, self.spec, self.torch = name, spec, torch
         if spec.device.startswith("cuda") and not torch.cuda.is_available():
             raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: device {spec.device!r}, but no GPU is available")
-        auto = AutoModelForSequenceClassification if spec.kind == "rm" else AutoModelForTokenClassification
+        auto = {
+            "rm": AutoModelForSequenceClassification,
+            "prm": AutoModelForTokenClassification,
+            "prm_lm": AutoModelForCausalLM,
+        }[spec.kind]
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(spec.path)
             model = auto.from_pretrained(spec.path, dtype=spec.dtype).to(spec.device)
@@ -104,12 +143,24 @@ class LoadedModel:
                 f"VERIFIER_MODELS: model {name!r}: kind rm needs a sequence-classification model with num_labels 1 "
                 f"(RewardTrainer's), this one has {config.num_labels}"
             )
-        if config.pad_token_id is None:  # transformers cannot find the last real token of a padded row without it
+        if spec.kind == "prm" and config.num_labels != 2:
+            raise ModelLoadError(
+                f"VERIFIER_MODELS: model {name!r}: kind prm needs a token-classification model with num_labels 2 "
+                f"(PRMTrainer's), this one has {config.num_labels}"
+            )
+        if spec.kind == "prm_lm" and getattr(config, "final_logit_softcapping", None):
+            raise ModelLoadError(  # its logits are read from the LM head at the tags alone, without the capping
+                f"VERIFIER_MODELS: model {name!r}: kind prm_lm does not serve a model that caps its logits"
+            )
+        pad = config.pad_token_id
+        if spec.kind != "rm":  # each step is read at its own position: padding is never read, any id does
+            pad = next((i for i in (pad, self.tokenizer.pad_token_id, self.tokenizer.eos_token_id) if i is not None), 0)
+        if pad is None:  # transformers cannot find the last real token of a padded row without it
             raise ModelLoadError(
                 f"VERIFIER_MODELS: model {name!r}: its config has no pad_token_id (RewardTrainer sets it; set "
                 "config.pad_token_id, e.g. to the EOS id, and save it)"
             )
-        self.pad_id = int(config.pad_token_id)
+        self.pad_id = int(pad)
         max_tokens = spec.max_tokens or getattr(config, "max_position_embeddings", None)
         if max_tokens is None:
             raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: set max_tokens (its config gives no length)")
@@ -131,11 +182,22 @@ class LoadedModel:
                 if stop.is_set():
                     return
                 self._tokenize(inputs, indexes[start : start + TOKENIZE_CHUNK], rows, tokens, out)
+        self._run(rows, tokens, out, stop, lambda batch: self._rm_outcomes(batch, rows, tokens))
+
+    def _run(
+        self,
+        rows: dict[int, array.array[int]],
+        tokens: dict[int, int],
+        out: dict[int, Outcome],
+        stop: threading.Event,
+        read: Callable[[list[int]], list[Outcome]],
+    ) -> None:
+        """The laid-out rows sorted by length and cut into forwards under the token budget, `read` over each."""
         order = list(rows)
         for batch in batches([len(rows[index]) for index in order], self.spec.batch_tokens):
             if stop.is_set():
                 return
-            self._forward([order[position] for position in batch], rows, tokens, out, stop)
+            self._forward([order[position] for position in batch], tokens, out, stop, read)
 
     def _tokenize(
         self,
@@ -166,32 +228,39 @@ class LoadedModel:
     def _forward(
         self,
         batch: list[int],
-        rows: dict[int, array.array[int]],
         tokens: dict[int, int],
         out: dict[int, Outcome],
         stop: threading.Event,
+        read: Callable[[list[int]], list[Outcome]],
     ) -> None:
-        """One forward over the batch; should it fail (out of memory, say), each input alone, so that one bad input
-        costs only itself; those alone stop too once `stop` is set (a broken device fails each input in turn)."""
+        """One forward over the batch (`read`); should it fail (out of memory, say), each input alone, so that one bad
+        input costs only itself; those alone stop too once `stop` is set (a broken device fails each input in turn)."""
         try:
-            logits = self.logits([rows[index] for index in batch])
+            outcomes = read(batch)
         except Exception:
             if len(batch) > 1:
                 for index in batch:
                     if stop.is_set():
                         return
-                    self._forward([index], rows, tokens, out, stop)
+                    self._forward([index], tokens, out, stop, read)
                 return
             log.exception("model %s: the forward pass failed on an input of %d tokens", self.name, tokens[batch[0]])
             out[batch[0]] = Outcome(None, "model_error", tokens[batch[0]])
             return
+        out.update(zip(batch, outcomes, strict=True))
+
+    def _rm_outcomes(
+        self, batch: list[int], rows: dict[int, array.array[int]], tokens: dict[int, int]
+    ) -> list[Outcome]:
+        logits = self.logits([rows[index] for index in batch])
+        outcomes = []
         for index, logit in zip(batch, logits, strict=True):
             good = math.isfinite(logit)
-            out[index] = Outcome(logit if good else None, None if good else "model_error", tokens[index])
+            outcomes.append(Outcome(logit if good else None, None if good else "model_error", tokens[index]))
+        return outcomes
 
-    def logits(self, rows: Sequence[array.array[int]]) -> list[float]:
-        """The score of each row: right-padded into one batch, the first logit at the last token that is not padding
-        (transformers' sequence-classification models find it themselves, from pad_token_id)."""
+    def _padded(self, rows: Sequence[array.array[int]]) -> tuple[Any, Any]:
+        """The rows right-padded into one batch, and its attention mask, on the model's device."""
         torch = self.torch
         width = max(len(row) for row in rows)
         input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
@@ -199,10 +268,90 @@ class LoadedModel:
         for position, row in enumerate(rows):
             input_ids[position, : len(row)] = torch.frombuffer(row, dtype=torch.int64)
             mask[position, : len(row)] = 1
-        device = self.model.device
-        with torch.inference_mode():
-            output = self.model(input_ids=input_ids.to(device), attention_mask=mask.to(device))
+        return input_ids.to(self.model.device), mask.to(self.model.device)
+
+    def logits(self, rows: Sequence[array.array[int]]) -> list[float]:
+        """The score of each row: right-padded into one batch, the first logit at the last token that is not padding
+        (transformers' sequence-classification models find it themselves, from pad_token_id)."""
+        input_ids, mask = self._padded(rows)
+        with self.torch.inference_mode():
+            output = self.model(input_ids=input_ids, attention_mask=mask)
         return [float(value) for value in output.logits[:, 0].float().cpu().tolist()]
+
+    # --- process reward models: a score per step ---------------------------------------------------------------
+
+    def score_steps(self, inputs: Sequence[PrmInput], stop: threading.Event, out: dict[int, Outcome]) -> None:
+        """Put each input's step scores into `out` as its batch finishes; stop between batches once `stop` is set."""
+        rows: dict[int, array.array[int]] = {}
+        tokens: dict[int, int] = {}
+        reads: dict[int, tuple[list[int], tuple[int, int] | None]] = {}  # positions; (good, bad) ids for prm_lm
+        for index, item in enumerate(inputs):
+            if index % TOKENIZE_CHUNK == 0 and stop.is_set():
+                return
+            try:
+                ids, positions, candidates = self._step_layout(item)
+            except LayoutError as exc:
+                log.info("model %s: an input cannot be laid out: %s", self.name, exc)
+                out[index] = Outcome(None, "bad_layout")
+                continue
+            except Exception:  # a template that cannot render the input
+                log.exception("model %s: laying out an input failed", self.name)
+                out[index] = Outcome(None, "model_error")
+                continue
+            if len(ids) > self.max_tokens:  # never cut: the steps past the cut, or all of them, would be lost
+                out[index] = Outcome(None, "too_long", len(ids))
+                continue
+            rows[index], tokens[index], reads[index] = array.array("q", ids), len(ids), (positions, candidates)
+        self._run(rows, tokens, out, stop, lambda batch: self._step_outcomes(batch, rows, tokens, reads))
+
+    def _step_layout(self, item: PrmInput) -> tuple[list[int], list[int], tuple[int, int] | None]:
+        """The input's ids, each step's position, and for prm_lm the ids of the good and bad tokens."""
+        if (item.layout == "step_tag") != (self.spec.kind == "prm_lm"):  # the request was checked: not reached
+            raise LayoutError(f"layout {item.layout} does not fit a model of kind {self.spec.kind}")
+        if item.layout == "trl":
+            return (*trl_steps(self.tokenizer, item.prompt, item.steps, item.separator), None)
+        if item.layout == "qwen_prm":
+            return (*qwen_prm_steps(self.tokenizer, item.prompt, item.steps), None)
+        ids, positions = step_tag_steps(self.tokenizer, item.prompt, item.steps, item.separator, item.step_tag)
+        return ids, positions, (tag_id(self.tokenizer, item.good_token), tag_id(self.tokenizer, item.bad_token))
+
+    def _step_outcomes(
+        self,
+        batch: list[int],
+        rows: dict[int, array.array[int]],
+        tokens: dict[int, int],
+        reads: dict[int, tuple[list[int], tuple[int, int] | None]],
+    ) -> list[Outcome]:
+        found = self.step_scores([rows[index] for index in batch], [reads[index] for index in batch])
+        outcomes = []
+        for index, scores in zip(batch, found, strict=True):
+            good = all(math.isfinite(score) for score in scores)
+            outcomes.append(Outcome(None, None, tokens[index], tuple(scores)) if good else
+                            Outcome(None, "model_error", tokens[index]))  # fmt: skip
+        return outcomes
+
+    def step_scores(
+        self, rows: Sequence[array.array[int]], reads: Sequence[tuple[list[int], tuple[int, int] | None]]
+    ) -> list[list[float]]:
+        """Each row's step scores, from one forward over the right-padded batch (a causal model's position never sees
+        the padding after it): a token-classification model's softmax over its two labels, label 1, at each step's
+        position; a causal LM's softmax over the logits of the good and the bad token, the good one, there (its LM
+        head applied at those positions only: the whole vocabulary at every position would not fit)."""
+        torch = self.torch
+        input_ids, mask = self._padded(rows)
+        with torch.inference_mode():
+            if self.spec.kind == "prm":
+                logits = self.model(input_ids=input_ids, attention_mask=mask).logits
+                chosen = [logits[row, positions].float().softmax(-1)[:, 1] for row, (positions, _) in enumerate(reads)]
+            else:
+                hidden = self.model.base_model(input_ids=input_ids, attention_mask=mask).last_hidden_state
+                head = self.model.get_output_embeddings()
+                chosen = []
+                for row, (positions, candidates) in enumerate(reads):
+                    assert candidates is not None
+                    at_tags = head(hidden[row, positions])[:, list(candidates)]
+                    chosen.append(at_tags.float().softmax(-1)[:, 0])
+        return [[float(value) for value in scores.cpu().tolist()] for scores in chosen]
 
 
 class ModelRuntime:
@@ -265,10 +414,27 @@ class ModelRuntime:
         """The model's version and an outcome per input, scored by the loop time `deadline`; None for an input not
         scored by then (the thread stops after the batch it is running)."""
         model = self._models[name]  # this request is scored by this version, whatever happens meanwhile
+        return await self._call(model, model.score, inputs, deadline)
+
+    async def score_steps(
+        self, name: str, inputs: Sequence[PrmInput], deadline: float
+    ) -> tuple[str, list[Outcome | None]]:
+        """As `score`, for a process reward model: each outcome has its steps' scores."""
+        model = self._models[name]
+        return await self._call(model, model.score_steps, inputs, deadline)
+
+    async def _call(
+        self,
+        model: LoadedModel,
+        method: Callable[[Any, threading.Event, dict[int, Outcome]], None],
+        inputs: Sequence[Any],
+        deadline: float,
+    ) -> tuple[str, list[Outcome | None]]:
+        name = model.name
         loop = asyncio.get_running_loop()
         stop, out = threading.Event(), dict[int, Outcome]()
         self._stops.add(stop)
-        work = loop.run_in_executor(self._thread(model.spec.device), model.score, inputs, stop, out)
+        work = loop.run_in_executor(self._thread(model.spec.device), method, inputs, stop, out)
         try:
             await asyncio.wait_for(asyncio.shield(work), max(0.0, deadline - loop.time()))
         except TimeoutError:

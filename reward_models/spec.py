@@ -7,7 +7,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-ModelKind = Literal["rm", "prm"]  # a sequence-classification reward model; a process reward model (token scores)
+# A sequence-classification reward model; a process reward model as a token-classification model (num_labels 2:
+# PRMTrainer's, Qwen2.5-Math-PRM's layout); one as a causal LM read at its good and bad tokens (Math-Shepherd's).
+ModelKind = Literal["rm", "prm", "prm_lm"]
+PRM_KINDS = ("prm", "prm_lm")
 ModelDtype = Literal["auto", "float32", "bfloat16", "float16"]
 MODEL_NAME = r"^[A-Za-z0-9][\w.-]{0,63}$"  # what requests name a model by (`"model": NAME`)
 DEVICE_PATTERN = r"^(cpu|cuda(:[0-9]{1,2})?)$"
@@ -26,8 +29,11 @@ class ModelSpec(BaseModel):
         description="A local checkpoint directory (as save_pretrained writes it), or a hub id where the hub is "
         "reachable. Its tokenizer is loaded from it too.",
     )
-    kind: ModelKind = Field("rm", description="rm: a sequence-classification reward model (num_labels 1); prm: a "
-                                              "process reward model (token classification).")  # fmt: skip
+    kind: ModelKind = Field(
+        "rm",
+        description="rm: a sequence-classification reward model (num_labels 1); prm: a process reward model as a "
+        "token-classification model (num_labels 2); prm_lm: a process reward model as a causal LM (Math-Shepherd's).",
+    )
     device: str = Field("cpu", pattern=DEVICE_PATTERN, description="cpu, cuda or cuda:N.")
     dtype: ModelDtype = Field("auto", description="The weights' dtype; auto: as the checkpoint stores them.")
     max_tokens: int | None = Field(

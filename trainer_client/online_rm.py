@@ -31,6 +31,7 @@ reward sees only its share of the batch, and rank 0's outcomes train the model. 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import math
@@ -279,6 +280,7 @@ class OnlineRewardModel(TrainerCallback):
             disable_tqdm=True,
             seed=self.seed,
             use_cpu=(self.device or ("cuda" if _cuda() else "cpu")) == "cpu",
+            **_checkpointing(RewardConfig),
         )
         trainer = RewardTrainer(
             model=model, args=config, train_dataset=Dataset.from_list(dataset), processing_class=tokenizer
@@ -325,7 +327,7 @@ class OnlineRewardModel(TrainerCallback):
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
-                losses.append(float(loss))
+                losses.append(loss.item())
         model.eval()
         model.save_pretrained(str(path))
         tokenizer.save_pretrained(str(path))
@@ -347,6 +349,15 @@ def numbers(evaluation: Mapping[str, Any], prefix: str = "") -> dict[str, float]
         elif isinstance(value, Mapping):
             found |= numbers(value, f"{prefix}{key}/")
     return found
+
+
+def _checkpointing(config: type) -> dict[str, Any]:
+    """RewardConfig's default activation checkpointing under transformers' new name, where it has one (the old name
+    warns in transformers 5)."""
+    names = {option.name: option for option in dataclasses.fields(config)}
+    if "activation_checkpointing" not in names:
+        return {}
+    return {"activation_checkpointing": bool(names["gradient_checkpointing"].default)}
 
 
 def _cuda() -> bool:

@@ -16,6 +16,7 @@ import json
 import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 CHAT_TEMPLATE = (
     "{%- for message in messages %}"
@@ -46,14 +47,17 @@ def training_text(rows: list[dict[str, str]]) -> list[str]:
     return lines
 
 
-def build_tokenizer(path: Path, lines: Sequence[str], vocab_size: int = 600, split_digits: bool = False) -> None:
+def build_tokenizer(
+    path: Path, lines: Sequence[str], vocab_size: int = 600, split_digits: bool = False, split_words: bool = True
+) -> None:
     """A byte-level BPE trained on `lines`; with `split_digits`, each digit a token of its own (numbers spelt digit by
-    digit)."""
+    digit); without `split_words`, merges cross word and whitespace boundaries (GPT-2's split is off): a frequent
+    `.\n` becomes one token."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     core = Tokenizer(models.BPE(unk_token=None))
-    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=split_words)
     core.pre_tokenizer = (
         pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
         if split_digits
@@ -133,20 +137,9 @@ def build_reward_model(
     `vocab_size` (default: the tokenizer's) sizes the embedding as a real model's is, beyond the tokenizer's ids;
     `device` is where the weights are drawn (a GPU draws a big model's in a moment)."""
     import torch
-    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForSequenceClassification
+    from transformers import Qwen2ForSequenceClassification
 
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    config = Qwen2Config(
-        vocab_size=vocab_size or len(tokenizer),
-        hidden_size=hidden,
-        intermediate_size=intermediate or 2 * hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=kv_heads,
-        max_position_embeddings=max_positions,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    config = scorer_config(path, hidden, intermediate, layers, heads, kv_heads, max_positions, vocab_size)
     config.num_labels = 1  # one score per sequence
     torch.manual_seed(seed)
     with torch.device(device):
@@ -154,6 +147,66 @@ def build_reward_model(
     with torch.no_grad():
         model.score.weight.normal_(0.0, 1.0)
     model.save_pretrained(path)
+
+
+def build_process_reward_model(
+    path: Path,
+    *,
+    causal_lm: bool = False,
+    seed: int = 0,
+    hidden: int = 32,
+    intermediate: int | None = None,
+    layers: int = 2,
+    heads: int = 2,
+    kv_heads: int = 1,
+    max_positions: int = 1024,
+    vocab_size: int | None = None,
+) -> None:
+    """A Qwen2-style process reward model with random weights for the tokenizer in `path`: a token-classification
+    model with two labels, as PRMTrainer trains one and Qwen2.5-Math-PRM's head is (kind prm), or with `causal_lm` a
+    causal LM read at its good and bad tokens, as Math-Shepherd's (kind prm_lm). The head is drawn at scale 0.3 (not
+    0.02), so that step scores differ by more than rounding; the shape is build_reward_model's."""
+    import torch
+    from transformers import Qwen2ForCausalLM, Qwen2ForTokenClassification
+
+    config = scorer_config(path, hidden, intermediate, layers, heads, kv_heads, max_positions, vocab_size)
+    config.num_labels = 2  # a bad and a good step
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config) if causal_lm else Qwen2ForTokenClassification(config)
+    head: Any = model.get_output_embeddings() if causal_lm else model.score
+    with torch.no_grad():
+        head.weight.normal_(0.0, 0.3)
+    model.save_pretrained(path)
+
+
+def scorer_config(
+    path: Path,
+    hidden: int,
+    intermediate: int | None,
+    layers: int,
+    heads: int,
+    kv_heads: int,
+    max_positions: int,
+    vocab_size: int | None,
+) -> Any:
+    """The Qwen2 config of a scoring model (a reward or process reward model) for the tokenizer in `path`: by default
+    tiny (hidden 32, MLP twice that); `vocab_size` (default: the tokenizer's) sizes the embedding as a real model's
+    is, beyond the tokenizer's ids; pad_token_id set, as RewardTrainer sets it."""
+    from transformers import AutoTokenizer, Qwen2Config
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    return Qwen2Config(
+        vocab_size=vocab_size or len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=intermediate or 2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=False,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
 
 
 def build_tiny_model(path: Path) -> Path:

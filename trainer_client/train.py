@@ -220,6 +220,34 @@ class VerifierScriptArguments:
             "read as for a CPU) and no model."
         },
     )
+    online_rm: str | None = field(
+        default=None,
+        metadata={
+            "help": "A reward model the verifier serves (a VERIFIER_MODELS name) to keep up with the policy: every "
+            "--online_rm_every steps it is fine-tuned on this run's rule outcomes (right against wrong answers to one "
+            "prompt), saved, reloaded into the verifier and evaluated on held-out prompts (online_rm/ metrics in the "
+            "logs). Reward with it through --reward_components (rm, with --reward_options for its model)."
+        },
+    )
+    online_rm_every: int = field(default=10, metadata={"help": "Steps between updates of --online_rm."})
+    online_rm_method: str = field(
+        default="pairs",
+        metadata={
+            "help": "pairs: TRL's RewardTrainer on pairs of a right and a wrong answer; outcome: PRIME's cross-entropy "
+            "of the score's sigmoid against the rule outcome."
+        },
+    )
+    online_rm_checkpoint: str | None = field(
+        default=None,
+        metadata={
+            "help": "Where the reward model's checkpoint is, to start from; default: its path in the verifier's GET "
+            "/v1/models (a directory both can read)."
+        },
+    )
+    online_rm_output_dir: str | None = field(
+        default=None,
+        metadata={"help": "Where updated checkpoints go (step-N), readable by the verifier; default: <output_dir>/rm."},
+    )
     system_prompt: str | None = field(
         default=None,
         metadata={
@@ -272,6 +300,8 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
                      "max_consecutive_failures"),
     "rewards": ("reward_components", "reward_options", "combined_reward", "allow_order_inversion", "async_rewards",
                 "format_prefilled", "log_timings"),
+    "online reward model": ("online_rm", "online_rm_every", "online_rm_method", "online_rm_checkpoint",
+                            "online_rm_output_dir"),
     "data": ("dataset_name", "dataset_config", "dataset_train_split", "dataset_test_split", "prompt_column",
              "solution_column", "tests_column", "options_column", "tests_in_prompt", "options_in_prompt",
              "spec_column", "dataset_shape", "sql_databases", "max_train_samples", "system_prompt", "check_data"),
@@ -530,6 +560,9 @@ def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
         peft_config=get_peft_config(model_args),
+        callbacks=[online_reward_model(script_args, rewards, training_args.output_dir)]
+        if script_args.online_rm
+        else None,
     )
     if script_args.log_timings and not log_timings(trainer):
         logger.warning("--log_timings: this TRL has no timed blocks where the script looks; no timing/ metrics")
@@ -550,6 +583,37 @@ def main(script_args: VerifierScriptArguments, training_args: GRPOConfig, model_
         trainer.end()
     print(done_line(trainer.state.global_step, trainer.state.log_history, script_args.verifier_url,
                     training_args.output_dir), flush=True)  # fmt: skip
+
+
+def online_reward_model(args: VerifierScriptArguments, rewards: Sequence[Any], output_dir: str | None) -> Any:
+    """`--online_rm`: the callback that updates the verifier's reward model from the rule outcomes of the rewards."""
+    from trainer_client.online_rm import OnlineRewardModel
+
+    assert args.online_rm is not None
+    spec = rewards[0].spec  # every function of the run sends the same components
+    outcome_from = spec.correctness or next((name for name in spec.sent if name in PRIMARIES), None)
+    if outcome_from is None:
+        raise SystemExit("error: --online_rm trains on rule outcomes: --reward_components needs one of "
+                         f"{', '.join(PRIMARIES)}")  # fmt: skip
+    checkpoint = args.online_rm_checkpoint
+    with VerifierClient(args.verifier_url, api_key=api_key_or_env(args.verifier_api_key)) as client:
+        served = next((model for model in client.models()["models"] if model["name"] == args.online_rm), None)
+    if served is None:
+        raise SystemExit(f"error: --online_rm: the verifier at {args.verifier_url} serves no model of that name "
+                         "(GET /v1/models lists them; VERIFIER_MODELS sets them)")  # fmt: skip
+    online = OnlineRewardModel(
+        args.online_rm,
+        checkpoint=checkpoint or served["path"],
+        output_dir=args.online_rm_output_dir or str(Path(output_dir or ".") / "rm"),
+        every_steps=args.online_rm_every,
+        outcome_from=outcome_from,
+        method=cast(Any, args.online_rm_method),
+        base_url=args.verifier_url,
+        api_key=api_key_or_env(args.verifier_api_key),
+    )
+    scorer = getattr(getattr(rewards[0], "group", None), "scorer", rewards[0])  # a VerifierRewards group's request
+    online.observe(scorer)
+    return online
 
 
 def done_line(steps: int, log_history: Sequence[dict[str, Any]], url: str, output_dir: str | None) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 from verifier_service.engine import Engine
 from verifier_service.metrics import Metrics
 from verifier_service.resources import PARTS, Part
-from verifier_service.schema import COMPONENTS, ScoreItem
+from verifier_service.schema import COMPONENTS, PrmSpec, ScoreItem
 from verifier_service.scoring.pooled import Resources
 from verifier_service.settings import VerifierSettings, unknown_settings
 
@@ -40,6 +40,20 @@ def item_problem(item: ScoreItem, settings: VerifierSettings) -> tuple[str, str]
         return "rm.model", "names no model of this server (GET /v1/models lists them; VERIFIER_MODELS sets them)"
     if item.rm is not None and model is not None and model.kind != "rm":
         return "rm.model", f"names a model of kind {model.kind}; rm needs a sequence-classification model (kind rm)"
+    if item.prm is not None:
+        return prm_problem(item.prm, settings)
+    return None
+
+
+def prm_problem(spec: PrmSpec, settings: VerifierSettings) -> tuple[str, str] | None:
+    """(field, why) when this server cannot score a prm spec: its model is not served, or is of the wrong kind."""
+    model = settings.models.get(spec.model)
+    if model is None:
+        return "prm.model", "names no model of this server (GET /v1/models lists them; VERIFIER_MODELS sets them)"
+    needed = "prm_lm" if spec.layout == "step_tag" else "prm"
+    if model.kind != needed:
+        what = "a causal LM (kind prm_lm)" if needed == "prm_lm" else "a token-classification model (kind prm)"
+        return "prm.model", f"names a model of kind {model.kind}; layout {spec.layout} needs {what}"
     return None
 
 

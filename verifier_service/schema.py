@@ -45,7 +45,7 @@ API_VERSION = "v1"
 # of `ScoreItem` and a scorer in `verifier_service.components`.
 ComponentName = Literal[
     "math", "code", "choice", "answer", "json_schema", "sql", "instructions", "procedural",
-    "format", "overlong", "length", "repetition", "language", "steps", "rm",
+    "format", "overlong", "length", "repetition", "language", "steps", "rm", "prm",
 ]  # fmt: skip
 COMPONENTS: tuple[str, ...] = get_args(ComponentName)
 WEIGHT_LIMIT = 1e6  # |weight| at most this: a weighted sum of component scores can never overflow to inf
@@ -126,10 +126,13 @@ class Verdict(StrEnum):
     # steps (with valid)
     INVALID_STEP = "invalid_step"  # some claim is wrong
     NO_STEPS = "no_steps"  # no arithmetic claim to check: scores 1, nothing to fault
-    # rm
+    # rm, prm (prm: with no_steps, which scores null: a completion with no steps is not judged)
     SCORED = "scored"  # the model's score
-    TOO_LONG = "too_long"  # cannot judge: the input is longer than the model's max_tokens (on_overflow "null")
+    TOO_LONG = "too_long"  # cannot judge: the input is longer than the model's max_tokens (rm: on_overflow "null")
     MODEL_ERROR = "model_error"  # cannot judge: the model failed on this input (its forward pass, its template)
+    BAD_LAYOUT = (
+        "bad_layout"  # cannot judge, prm: a step holds the model's tag token, or a tag is not one of its tokens
+    )
     GATED_OUT = "gated_out"  # gate "right": the rule did not call the answer right; score 0, the model not run
 
 
@@ -1029,7 +1032,7 @@ class StepsSpec(ComponentSpec):
 
 
 class ModelScoreSpec(CorrectnessGate):
-    """The options every model component shares (rm; prm next): how its score meets the rule's verdict. Beside a
+    """The options every model component shares (rm, prm): how its score meets the rule's verdict. Beside a
     correctness component a model may rank answers within the rule's verdict, never lift a wrong answer to a right
     one's reward (the order guard, unless allow_order_inversion): squash its score under the rule (a bounded score and
     a weight below the rule's), or gate it on the rule (`gate: "right"`)."""
@@ -1113,6 +1116,53 @@ class RmSpec(ModelScoreSpec):
 
     def model_range(self) -> tuple[float, float]:
         return (0.0, 1.0) if self.transform == "sigmoid" else (-math.inf, math.inf)
+
+
+ShortText = Annotated[str, Field(min_length=1, max_length=32)]
+
+
+class PrmSpec(ModelScoreSpec):
+    """A process reward model's score: a model this server loads (VERIFIER_MODELS, kind prm or prm_lm) scores each
+    step of the whole completion, the chain of thought included (the completion is split at `separator`; pieces that
+    are empty or only whitespace are no steps), laid out as the model was trained: trl, PRMTrainer's layout (BOS and
+    the prompt, then each step tokenized alone followed by the separator's tokens; a step's score is softmax(logits)[1]
+    at the separator's last token); qwen_prm, Qwen2.5-Math-PRM's (the chat template over its system turn, the prompt
+    and the steps each followed by <extra_0>; softmax(logits)[1] at each <extra_0>); both for a token-classification
+    model with two labels (kind prm). step_tag, Math-Shepherd's (prompt, a space, the steps each followed by a space
+    and step_tag, joined by the separator; the softmax over the logits of good_token and bad_token at each tag, the
+    good one), for a causal LM (kind prm_lm). The score is the steps' aggregate; the result lists each step's character
+    span in the completion and its score, and names the model's version. A layout longer than the model's max_tokens
+    is null (too_long), never cut; a completion with no steps is null (no_steps). Not a correctness component: beside
+    one, it must not lift a wrong answer to a right one's reward (the order guard): weigh it below the rule, or gate
+    it on the rule (gate right), or set allow_order_inversion."""
+
+    verdicts = (
+        Verdict.SCORED, Verdict.NO_STEPS, Verdict.TOO_LONG, Verdict.MODEL_ERROR, Verdict.BAD_LAYOUT, Verdict.GATED_OUT,
+        Verdict.PRIMARY_UNJUDGED,
+    )  # fmt: skip
+    null_verdicts = (
+        Verdict.NO_STEPS, Verdict.TOO_LONG, Verdict.MODEL_ERROR, Verdict.BAD_LAYOUT, Verdict.PRIMARY_UNJUDGED,
+    )  # fmt: skip
+    range_text = "[0, 1]; 0 when gated out"
+    reads_prompt = True
+    order_hint = 'prm: a weight below the rule\'s, or gate "right"'
+
+    model: str = Field(..., pattern=MODEL_NAME, description="The model's name on this server (VERIFIER_MODELS).")
+    layout: Literal["trl", "qwen_prm", "step_tag"] = Field(
+        "trl",
+        description="trl: PRMTrainer's training layout; qwen_prm: Qwen2.5-Math-PRM's (both kind prm); step_tag: "
+        "Math-Shepherd's (kind prm_lm).",
+    )
+    separator: ShortText = Field("\n", description="What the completion's steps are split at.")
+    aggregate: Literal["min", "last", "mean", "prod"] = Field(
+        "min", description="How the step scores make the score: their minimum, the last one, their mean or product."
+    )
+    step_tag: ShortText = Field("\u043a\u0438", description="step_tag: the tag after each step (Math-Shepherd's).")
+    good_token: ShortText = Field("+", description="step_tag: the token whose probability is a step's score.")
+    bad_token: ShortText = Field("-", description="step_tag: the token it is weighed against.")
+
+    def model_range(self) -> tuple[float, float]:
+        return (0.0, 1.0)  # probabilities, and their aggregates
 
 
 _KwargValue = str | StrictInt | StrictFloat | StrictBool | None | list[str | StrictInt | StrictFloat]
@@ -1207,6 +1257,7 @@ class ScoreItem(_Strict):
     language: LanguageSpec | None = None
     steps: StepsSpec | None = None
     rm: RmSpec | None = None
+    prm: PrmSpec | None = None
     weights: dict[ComponentName, Weight] | None = Field(
         None,
         description=f"Component name -> weight in the reward (default 1.0 each); finite, |weight| <= {WEIGHT_LIMIT:g}, "
@@ -1331,7 +1382,7 @@ class ScoreItem(_Strict):
 
 
 def _readers(guarded: list[tuple[str, ComponentSpec]]) -> list[tuple[str, CorrectnessGate]]:
-    """The components that read correctness (length; rm with gate right)."""
+    """The components that read correctness (length; rm and prm with gate right)."""
     return [(name, spec) for name, spec in guarded if isinstance(spec, CorrectnessGate) and spec.reads_correctness()]
 
 
@@ -1408,7 +1459,7 @@ def _spec_classes() -> dict[str, type[ComponentSpec]]:
 SPECS: dict[str, type[ComponentSpec]] = _spec_classes()  # component name -> its spec class
 PRIMARIES: tuple[str, ...] = get_args(PrimaryName)
 # The components the order guard compares at their worst: those whose score can differ between a right and a wrong
-# answer beyond the correctness component's (length, rm: their spec has `answer_ranges`).
+# answer beyond the correctness component's (length, rm, prm: their spec has `answer_ranges`).
 GUARDED_COMPONENTS = tuple(
     name for name, spec in SPECS.items() if spec.answer_ranges is not ComponentSpec.answer_ranges
 )
@@ -1503,10 +1554,12 @@ class ComponentResult(BaseModel):
     total: int | None = Field(None, exclude_if=_unused, description="code: tests run")
     tests: list[TestVerdict] | None = Field(None, exclude_if=_unused, description="code: one verdict per test")
     steps: tuple[StepScore, ...] | None = Field(
-        None, exclude_if=_unused, description="steps: each checked claim's character span in the completion and score"
+        None,
+        exclude_if=_unused,
+        description="steps: each checked claim's character span in the completion and score; prm: each step's",
     )
     model_version: str | None = Field(
-        None, exclude_if=_unused, description="rm: the version of the model that gave the score (GET /v1/models)"
+        None, exclude_if=_unused, description="rm, prm: the version of the model that gave the score (GET /v1/models)"
     )
 
 
@@ -1563,8 +1616,12 @@ class ScoreResponse(BaseModel):
 class ModelInfo(BaseModel):
     """A model this server serves (VERIFIER_MODELS)."""
 
-    name: str = Field(..., description="What `rm` items name it by (`model`).")
-    kind: Literal["rm", "prm"] = Field(..., description="rm: sequence classification; prm: process reward model.")
+    name: str = Field(..., description="What `rm` and `prm` items name it by (`model`).")
+    kind: Literal["rm", "prm", "prm_lm"] = Field(
+        ...,
+        description="rm: sequence classification; prm: process reward model (token classification); prm_lm: "
+        "process reward model (causal LM).",
+    )
     path: str = Field(..., description="The checkpoint it was loaded from: a directory, or a hub id.")
     version: str | None = Field(..., description="The loaded checkpoint's version (results echo it); null: not loaded.")
     device: str = Field(..., description="Where it runs: cpu, cuda or cuda:N.")

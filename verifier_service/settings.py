@@ -119,9 +119,9 @@ class VerifierSettings(BaseSettings):
     )
     models: dict[str, ModelSpec] = Field(
         default_factory=dict,
-        description="Models `rm` items may name: a JSON object, name -> {path, kind, device, dtype, max_tokens, "
-        "batch_tokens}. Each is loaded at start (torch and transformers only then); one that cannot be loaded stops "
-        "the service from starting.",
+        description="Models `rm` and `prm` items may name: a JSON object, name -> {path, kind, device, dtype, "
+        "max_tokens, batch_tokens}. Each is loaded at start (torch and transformers only then); one that cannot be "
+        "loaded stops the service from starting.",
     )
 
     @model_validator(mode="after")

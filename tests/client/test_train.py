@@ -449,8 +449,9 @@ def test_the_pre_flight_item_asks_for_what_the_rewards_send_with_their_options(t
     for components in runs:
         script, _training = parse(tmp_path, "--reward_components", *components, "--max_completion_length", "64")
         options: dict[str, Any] = {"repetition": {"n": 4}} if "repetition" in components else {}
-        if "rm" in components:  # the model is the run's choice, not the rows'; beside a rule it needs the inversion
-            options["rm"] = {"model": "helpful"}
+        models = [name for name in ("rm", "prm") if name in components]
+        for name in models:  # the model is the run's choice, not the rows'; beside a rule it needs the inversion
+            options[name] = {"model": "helpful"}
             script.allow_order_inversion = len(components) > 1
         script.reward_options = json.dumps(options) if options else None
         [item] = {id(r.spec): check_item(r) for r in reward_functions(script, 64)}.values()
@@ -473,7 +474,8 @@ def test_the_pre_flight_item_is_right_for_every_component(server: Server, tmp_pa
     from trainer_client.client import VerifierClient
     from trainer_client.train import check_item, reward_functions
 
-    components = [c for c in COMPONENTS if c not in ("code", "rm")]  # rm: this server serves no model (test_rm_api)
+    # rm, prm: this server serves no model (test_rm_api, test_prm_api)
+    components = [c for c in COMPONENTS if c not in ("code", "rm", "prm")]
     script, _ = parse(tmp_path, "--reward_components", *components, "--max_completion_length", "64")
     [item] = {id(r.spec): check_item(r) for r in reward_functions(script, 64)}.values()
     with VerifierClient(server.url) as client:

@@ -17,7 +17,7 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reward_models.layout import Template
 from verifier_service.schema import ComponentResult, RmSpec, ScoreItem, Verdict
@@ -74,13 +74,49 @@ def judged(job: RmJob, outcome: Outcome, version: str) -> ComponentResult:
     return ComponentResult(score=outcome.logit, verdict=Verdict.SCORED.value, model_version=version)
 
 
-class RmComponent:
-    """rm as a pooled component: jobs made on the loop, scored by the model runtime, model by model."""
+class ModelComponent:
+    """The base of a component scored by the model runtime (rm, prm): jobs made on the loop (each has a `model`), run
+    model by model; a subclass gives `reads`, `prepare` and `_score` (one model's jobs)."""
+
+    name = "model"
 
     def __init__(self, resources: Resources) -> None:
         models = resources.part("models")
         self.settings = resources.settings
         self.runtime: ModelRuntime | None = models.runtime if models is not None else None
+
+    async def run(
+        self, jobs: Mapping[Any, Sequence[int]], deadline: float, owner: object
+    ) -> dict[Any, ComponentResult]:
+        by_model: dict[str, list[Any]] = {}
+        for job in jobs:
+            by_model.setdefault(job.model, []).append(job)
+        scored = await asyncio.gather(
+            *(self._score(model, group, deadline) for model, group in by_model.items()), return_exceptions=True
+        )
+        results: dict[Any, ComponentResult] = {}
+        for group, found in zip(by_model.values(), scored, strict=True):
+            if isinstance(found, BaseException):
+                log.error("%s: scoring failed", self.name, exc_info=found)
+                failed = ComponentResult(score=None, verdict=Verdict.INTERNAL_ERROR.value, detail=ITEM_FAILED)
+                results.update(dict.fromkeys(group, failed))
+            else:
+                results.update(found)
+        return results
+
+    def _runtime(self, model: str) -> ModelRuntime:
+        if self.runtime is None:  # the request was checked against VERIFIER_MODELS: not reached
+            raise RuntimeError(f"no model runtime, yet an item names model {model!r}")
+        return self.runtime
+
+    async def _score(self, model: str, group: list[Any], deadline: float) -> dict[Any, ComponentResult]:
+        raise NotImplementedError
+
+
+class RmComponent(ModelComponent):
+    """rm as a pooled component: jobs made on the loop, scored by the model runtime, model by model."""
+
+    name = "rm"
 
     def reads(self, item: ScoreItem, spec: RmSpec) -> int:
         return len(item.completion) + len(item.prompt or "")  # a job's hash reads them
@@ -89,31 +125,10 @@ class RmComponent:
         keep_end = spec.on_overflow == "keep_end"
         return RmJob(spec.model, spec.template, keep_end, spec.transform, item.prompt, item.completion)
 
-    async def run(
-        self, jobs: Mapping[RmJob, Sequence[int]], deadline: float, owner: object
-    ) -> dict[RmJob, ComponentResult]:
-        by_model: dict[str, list[RmJob]] = {}
-        for job in jobs:
-            by_model.setdefault(job.model, []).append(job)
-        scored = await asyncio.gather(
-            *(self._score(model, group, deadline) for model, group in by_model.items()), return_exceptions=True
-        )
-        results: dict[RmJob, ComponentResult] = {}
-        for group, found in zip(by_model.values(), scored, strict=True):
-            if isinstance(found, BaseException):
-                log.error("rm: scoring failed", exc_info=found)
-                failed = ComponentResult(score=None, verdict=Verdict.INTERNAL_ERROR.value, detail=ITEM_FAILED)
-                results.update(dict.fromkeys(group, failed))
-            else:
-                results.update(found)
-        return results
-
-    async def _score(self, model: str, group: list[RmJob], deadline: float) -> dict[RmJob, ComponentResult]:
+    async def _score(self, model: str, group: list[RmJob], deadline: float) -> dict[Any, ComponentResult]:
         """Each job's result, the model run once per distinct input."""
-        if self.runtime is None:  # the request was checked against VERIFIER_MODELS: not reached
-            raise RuntimeError(f"no model runtime, yet an item names model {model!r}")
         inputs = list(dict.fromkeys(job.input() for job in group))
-        version, outcomes = await self.runtime.score(model, inputs, deadline)
+        version, outcomes = await self._runtime(model).score(model, inputs, deadline)
         by_input = dict(zip(inputs, outcomes, strict=True))
         results = {}
         for job in group:

@@ -1,0 +1,123 @@
+"""The `prm` component: a process reward model's score per step of the completion, from the model runtime
+(reward_models/runtime.py) that the service's resources hold, and their aggregate.
+
+On the event loop an item's completion is split into steps (the whole completion: a PRM reads the chain of thought)
+and becomes a job; a completion with no steps is settled there (`no_steps`, null). Jobs that differ only in
+`aggregate` share their input: each model gets each distinct input once, in one call that batches them under its
+token budget in the model's thread. What the model could not score is null, never 0: a layout over its max_tokens
+(`too_long`: never cut, which would drop or shift steps), steps that cannot be laid out for it (`bad_layout`), a
+forward pass or a template that failed (`model_error`), an input not reached by the batch deadline
+(`deadline_exceeded`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from reward_models.layout import StepLayout, step_spans
+from verifier_service.schema import ComponentResult, PrmSpec, ScoreItem, StepScore, Verdict
+from verifier_service.scoring.pooled import deadline_exceeded
+from verifier_service.scoring.rm import ModelComponent
+
+if TYPE_CHECKING:
+    from reward_models.runtime import Outcome, PrmInput
+
+FAILED = {
+    "too_long": (Verdict.TOO_LONG, "the steps' layout has {tokens} tokens, more than the model's max_tokens"),
+    "bad_layout": (
+        Verdict.BAD_LAYOUT,
+        "the steps cannot be laid out for this model: a step holds its tag token, or a tag is not one of its tokens",
+    ),
+    "model_error": (Verdict.MODEL_ERROR, "the model failed on this input"),
+}
+
+
+@dataclass(frozen=True)
+class PrmJob:
+    """One item's steps for one model, and how their scores make the score."""
+
+    model: str
+    layout: StepLayout
+    separator: str
+    aggregate: str
+    step_tag: str
+    good_token: str
+    bad_token: str
+    prompt: str | None
+    completion: str
+    spans: tuple[tuple[int, int], ...]
+
+    def input(self) -> PrmInput:
+        from reward_models.runtime import PrmInput
+
+        steps = tuple(self.completion[start:end] for start, end in self.spans)
+        tags = (self.step_tag, self.good_token, self.bad_token) if self.layout == "step_tag" else ("", "", "")
+        return PrmInput(self.layout, self.prompt, steps, self.separator, *tags)
+
+
+def aggregate(scores: Sequence[float], how: str) -> float:
+    """The steps' scores made one.
+
+    >>> [aggregate([0.5, 0.25, 1.0], how) for how in ("min", "last", "mean", "prod")]
+    [0.25, 1.0, 0.5833333333333334, 0.125]
+    """
+    if how == "min":
+        return min(scores)
+    if how == "last":
+        return scores[-1]
+    if how == "mean":
+        return math.fsum(scores) / len(scores)
+    return math.prod(scores)
+
+
+def judged(job: PrmJob, outcome: Outcome, version: str) -> ComponentResult:
+    """The component's result for the model's outcome on the job's steps."""
+    if outcome.steps is None:
+        verdict, detail = FAILED[outcome.failure or "model_error"]
+        shown = detail.format(tokens=outcome.tokens)
+        return ComponentResult(score=None, verdict=verdict.value, detail=shown, model_version=version)
+    steps = tuple(
+        StepScore(start=start, end=end, score=score)
+        for (start, end), score in zip(job.spans, outcome.steps, strict=True)
+    )
+    return ComponentResult(
+        score=aggregate(outcome.steps, job.aggregate),
+        verdict=Verdict.SCORED.value,
+        detail=f"{len(steps)} steps, {job.aggregate} of their scores",
+        steps=steps,
+        model_version=version,
+    )
+
+
+class PrmComponent(ModelComponent):
+    """prm as a pooled component: steps split and jobs made on the loop, scored by the model runtime, model by
+    model."""
+
+    name = "prm"
+
+    def reads(self, item: ScoreItem, spec: PrmSpec) -> int:
+        return len(item.completion) + len(item.prompt or "")  # split into steps, and a job's hash reads them
+
+    def prepare(self, item: ScoreItem, spec: PrmSpec) -> PrmJob | ComponentResult:
+        spans = tuple(step_spans(item.completion, spec.separator))
+        if not spans:
+            detail = "the completion has no steps: no text between separators"
+            return ComponentResult(score=None, verdict=Verdict.NO_STEPS.value, detail=detail)
+        return PrmJob(
+            spec.model, spec.layout, spec.separator, spec.aggregate, spec.step_tag, spec.good_token, spec.bad_token,
+            item.prompt, item.completion, spans,
+        )  # fmt: skip
+
+    async def _score(self, model: str, group: list[PrmJob], deadline: float) -> dict[Any, ComponentResult]:
+        """Each job's result, the model run once per distinct input."""
+        inputs = list(dict.fromkeys(job.input() for job in group))
+        version, outcomes = await self._runtime(model).score_steps(model, inputs, deadline)
+        by_input = dict(zip(inputs, outcomes, strict=True))
+        results: dict[Any, ComponentResult] = {}
+        for job in group:
+            outcome = by_input[job.input()]
+            results[job] = deadline_exceeded(self.settings) if outcome is None else judged(job, outcome, version)
+        return results
