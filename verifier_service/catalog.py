@@ -21,7 +21,9 @@ class ComponentInfo(BaseModel):
     )
     description: str
     reads_correctness: bool = Field(
-        ..., description="Gated on correctness, read from a primary component of the same item (`correct_from`)."
+        ...,
+        description="Always gated on correctness, read from a primary component of the same item (`correct_from`); "
+        "rm is gated only when asked (its `gate` option).",
     )
     score_range: str = Field(..., description="Lowest and highest score, in terms of the options.")
     options: dict[str, OptionInfo]

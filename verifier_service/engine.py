@@ -38,11 +38,13 @@ WORKER_TEXT_ITEMS = 64
 
 @dataclass
 class _Batch:
-    """Per-request working state: the components scored so far, and each pooled component's jobs, each with the
-    items that wait on it (equal jobs are run once)."""
+    """Per-request working state: the components scored so far, each pooled component's jobs, each with the items
+    that wait on it (equal jobs are run once), and the pooled components that read correctness (rm with gate
+    "right"), as (item index, name): they are prepared in a second round, once what they read is scored."""
 
     components: list[dict[str, ComponentResult]]
     jobs: dict[str, dict[Any, list[int]]] = field(default_factory=dict)
+    gated: list[tuple[int, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -96,10 +98,11 @@ class Engine:
                 sent = self._send_texts(items, deadline, owner)
                 await asyncio.sleep(0)  # the chunks reach the workers before the extraction starts
             batch = await self._prepare(items, with_texts=not sent)
-            await asyncio.gather(*(self._run_pooled(batch, name, deadline, owner) for name in batch.jobs))
+            await self._run_jobs(batch, deadline, owner)
             if sent:
-                results = await self._finish_with_texts(items, batch, sent, deadline)
+                results = await self._finish_with_texts(items, batch, sent, deadline, owner)
             else:
+                await self._run_gated(items, batch, deadline, owner)
                 results = [_result(item, found) for item, found in zip(items, batch.components, strict=True)]
         except BaseException:  # the client went away, or a bug: the text chunks' workers are retired too
             await cancel([chunk.run for chunk in sent])
@@ -121,13 +124,34 @@ class Engine:
             if (chunk := items[start : start + size])
         ]
 
+    async def _run_jobs(self, batch: _Batch, deadline: float, owner: object) -> None:
+        """Run every pooled component's jobs at once, then forget them."""
+        await asyncio.gather(*(self._run_pooled(batch, name, deadline, owner) for name in batch.jobs))
+        batch.jobs = {}
+
+    async def _run_gated(self, items: list[ScoreItem], batch: _Batch, deadline: float, owner: object) -> None:
+        """The second round: the pooled components that read correctness, now that what they read is scored. The
+        gate settles an item the model is not to see (a wrong answer: 0, gated_out; an unjudged one: null) without a
+        job; the others are prepared and run as in the first round."""
+        for index, name in batch.gated:
+            item = items[index]
+            spec = getattr(item, name)
+            settled = spec.settled_by_gate(batch.components[index][item.correctness_source(spec)])
+            if settled is not None:
+                batch.components[index][name] = settled
+            else:
+                self._prepare_one(batch, name, self.pooled[name], index, item, spec)
+        await self._run_jobs(batch, deadline, owner)
+
     async def _finish_with_texts(
-        self, items: list[ScoreItem], batch: _Batch, sent: list[_Chunk], deadline: float
+        self, items: list[ScoreItem], batch: _Batch, sent: list[_Chunk], deadline: float, owner: object
     ) -> list[ItemResult]:
         """The items' results, once math and code are scored, chunk by chunk as the text components come back: the
         items of one chunk are put together while the workers still score others. A chunk not back by the deadline
-        is null."""
+        is null. When a pooled component reads correctness (which may come from a text component), every chunk is
+        awaited first, then that second round runs, then the items are put together."""
         results: list[ItemResult | None] = [None] * len(items)
+        assemble = not batch.gated
         by_run = {chunk.run: chunk for chunk in sent}
         pending = set(by_run)
         loop = asyncio.get_running_loop()
@@ -139,11 +163,15 @@ class Engine:
                 if not done:
                     break
                 for run in done:
-                    self._put_together(items, batch, results, by_run[run], await self._texts_of(by_run[run]))
+                    texts = await self._texts_of(by_run[run])
+                    self._put_together(items, batch, results, by_run[run], texts, assemble)
         finally:
             await cancel(pending)
         for run in pending:
-            self._put_together(items, batch, results, by_run[run], self._late_texts(by_run[run].items))
+            self._put_together(items, batch, results, by_run[run], self._late_texts(by_run[run].items), assemble)
+        if not assemble:
+            await self._run_gated(items, batch, deadline, owner)
+            return [_result(item, found) for item, found in zip(items, batch.components, strict=True)]
         return cast(list[ItemResult], results)
 
     @staticmethod
@@ -153,10 +181,12 @@ class Engine:
         results: list[ItemResult | None],
         chunk: _Chunk,
         texts: list[dict[str, ComponentResult]],
+        assemble: bool,
     ) -> None:
         for index, scored in zip(range(chunk.start, chunk.start + len(chunk.items)), texts, strict=True):
             batch.components[index].update(scored)
-            results[index] = _result(items[index], batch.components[index])
+            if assemble:
+                results[index] = _result(items[index], batch.components[index])
 
     async def _texts_of(self, chunk: _Chunk) -> list[dict[str, ComponentResult]]:
         """The text components of a chunk whose run finished. When its worker failed they are scored here instead."""
@@ -198,7 +228,11 @@ class Engine:
             for index in range(start, end):
                 item = items[index]
                 for name, component in self.pooled.items():
-                    if (spec := getattr(item, name)) is not None:
+                    if (spec := getattr(item, name)) is None:
+                        continue
+                    if spec.reads_correctness():  # prepared in the second round (_run_gated)
+                        batch.gated.append((index, name))
+                    else:
                         self._prepare_one(batch, name, component, index, item, spec)
             start = end
             if start < len(items):

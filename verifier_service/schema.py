@@ -133,6 +133,7 @@ class Verdict(StrEnum):
     BAD_LAYOUT = (
         "bad_layout"  # cannot judge, prm: a step holds the model's tag token, or a tag is not one of its tokens
     )
+    GATED_OUT = "gated_out"  # gate "right": the rule did not call the answer right; score 0, the model not run
 
 
 TEST_VERDICTS = ("passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit")
@@ -349,15 +350,30 @@ class ComponentSpec(_Strict):
         """Whether a wrong answer may score above 0 (read by the order guard, for correctness components)."""
         return False
 
+    def reads_correctness(self) -> bool:
+        """Whether it is scored from another component's verdict on the same item, after that one (a
+        `CorrectnessGate` that is gated)."""
+        return False
+
+    def answer_ranges(self) -> AnswerRanges | None:
+        """For the order guard: the (lowest, highest) score of a right answer and of a wrong one, for a shaping
+        component whose score can differ between the two (gated on correctness, or a model's score); None for one
+        that scores a right and a wrong answer of the same text alike (format, overlong) and for correctness
+        components, which the guard reads through their weight and `partial_credit()`."""
+        return None
+
     @classmethod
     def available(cls) -> bool:
         """Whether this server can judge the component (GET /v1/components says it)."""
         return True
 
 
-class GatedSpec(ComponentSpec):
-    """A shaping component whose score depends on whether the answer is right, which it reads from a primary
-    component of the same item (scored once; when that one is null, so is this)."""
+AnswerRanges = tuple[tuple[float, float], tuple[float, float]]  # (lowest, highest) of a right answer, of a wrong one
+
+
+class CorrectnessGate(ComponentSpec):
+    """The options of a component that can read whether the answer is right from a primary component of the same
+    item (scored once, before it; when that one is null, so is this)."""
 
     correct_from: PrimaryName | None = Field(
         None, description="The component that says whether the answer is right; default: the item's only one."
@@ -366,8 +382,14 @@ class GatedSpec(ComponentSpec):
         1.0, ge=0, le=1, description="That component's score from which the answer counts as right."
     )
 
-    def gated_ranges(self) -> tuple[tuple[float, float], tuple[float, float]]:
-        """(lowest, highest) score of a right answer, and of a wrong one."""
+    def reads_correctness(self) -> bool:
+        return True
+
+
+class GatedSpec(CorrectnessGate):
+    """A shaping component whose score always depends on whether the answer is right (scoring.GATED scores it)."""
+
+    def answer_ranges(self) -> AnswerRanges:
         raise NotImplementedError
 
 
@@ -930,7 +952,7 @@ class LengthSpec(GatedSpec):
     def scale(self) -> int:
         return self.scale_tokens or max(1, self.target_tokens or 0)
 
-    def gated_ranges(self) -> tuple[tuple[float, float], tuple[float, float]]:
+    def answer_ranges(self) -> AnswerRanges:
         if self.mode == "target":
             return (0.0, 1.0), (self.wrong_score, self.wrong_score)
         right = (min(self.correct_short, self.correct_long), max(self.correct_short, self.correct_long))
@@ -938,7 +960,7 @@ class LengthSpec(GatedSpec):
         return right, wrong
 
     def score_range(self) -> tuple[float, float]:
-        (right_low, right_high), (wrong_low, wrong_high) = self.gated_ranges()
+        (right_low, right_high), (wrong_low, wrong_high) = self.answer_ranges()
         return (min(right_low, wrong_low), max(right_high, wrong_high))
 
 
@@ -1009,18 +1031,72 @@ class StepsSpec(ComponentSpec):
     think_tag: str = _think_tag()
 
 
-class RmSpec(ComponentSpec):
+class ModelScoreSpec(CorrectnessGate):
+    """The options every model component shares (rm, prm): how its score meets the rule's verdict. Beside a
+    correctness component a model may rank answers within the rule's verdict, never lift a wrong answer to a right
+    one's reward (the order guard, unless allow_order_inversion): squash its score under the rule (a bounded score and
+    a weight below the rule's), or gate it on the rule (`gate: "right"`)."""
+
+    order_hint: ClassVar[str]  # what a refusal by the order guard suggests for this component
+
+    gate: Literal["none", "right"] = Field(
+        "none",
+        description="none: every answer gets the model's score; right: only an answer the rule calls right "
+        "(its `correct_from` component's score at least `correct_threshold`) is run through the model, any other "
+        "scores 0 (gated_out) without running it, and one the rule could not judge is null (primary_unjudged).",
+    )
+
+    def model_range(self) -> tuple[float, float]:
+        """The lowest and highest score the model can give under these options."""
+        raise NotImplementedError
+
+    def reads_correctness(self) -> bool:
+        return self.gate == "right"
+
+    def answer_ranges(self) -> AnswerRanges:
+        scored = self.model_range()
+        return (scored, scored) if self.gate == "none" else (scored, (0.0, 0.0))
+
+    def score_range(self) -> tuple[float, float]:
+        low, high = self.model_range()
+        return (min(low, 0.0), max(high, 0.0)) if self.gate == "right" else (low, high)
+
+    def settled_by_gate(self, correctness: ComponentResult) -> ComponentResult | None:
+        """With gate right, the result of an answer the model is not run on, from the result of the component that
+        says whether it is right: 0 (gated_out) for one below `correct_threshold`, null (primary_unjudged) for one
+        that component could not judge; None when the model is to score it (always, with gate none)."""
+        if self.gate != "right":
+            return None
+        if correctness.score is None:
+            detail = f"Whether the answer is right is unknown: its component gave {correctness.verdict}."
+            return ComponentResult(score=None, verdict=Verdict.PRIMARY_UNJUDGED.value, detail=detail)
+        if correctness.score < self.correct_threshold:
+            detail = f"The rule did not call the answer right ({correctness.verdict}): the model was not run."
+            return ComponentResult(score=0.0, verdict=Verdict.GATED_OUT.value, detail=detail)
+        return None
+
+    @model_validator(mode="after")
+    def _gate_options(self) -> ModelScoreSpec:
+        # their defaults are fine (a client may send every option); another value would be silently unused
+        if self.gate == "none" and (self.correct_from is not None or self.correct_threshold != 1.0):
+            raise ValueError('correct_from and correct_threshold apply only with gate "right"')
+        return self
+
+
+class RmSpec(ModelScoreSpec):
     """A reward model's score: a sequence-classification model this server loads (VERIFIER_MODELS; GET /v1/models
     lists them), such as TRL's RewardTrainer makes, given the prompt and the completion laid out as RewardTrainer
     trained it (raw: prompt + completion + EOS, with the tokenizer's special tokens; chat: the chat template over a
     user and an assistant turn). The score is its logit at the last token that is not padding (or the logit's
-    sigmoid); the result names the model's version. Not a correctness component: combined with one, the model's
-    score could lift a wrong answer above a right one, so such an item needs allow_order_inversion."""
+    sigmoid); the result names the model's version. Not a correctness component: beside one, it must not lift a wrong
+    answer to a right one's reward (the order guard): squash it under the rule (transform sigmoid and a weight below
+    the rule's), or gate it on the rule (gate right), or set allow_order_inversion."""
 
-    verdicts = (Verdict.SCORED, Verdict.TOO_LONG, Verdict.MODEL_ERROR)
-    null_verdicts = (Verdict.TOO_LONG, Verdict.MODEL_ERROR)
-    range_text = "any real number (transform raw); (0, 1) (transform sigmoid)"
+    verdicts = (Verdict.SCORED, Verdict.TOO_LONG, Verdict.MODEL_ERROR, Verdict.GATED_OUT, Verdict.PRIMARY_UNJUDGED)
+    null_verdicts = (Verdict.TOO_LONG, Verdict.MODEL_ERROR, Verdict.PRIMARY_UNJUDGED)
+    range_text = "any real number (transform raw); [0, 1] (transform sigmoid); 0 when gated out"
     reads_prompt = True
+    order_hint = 'rm: transform "sigmoid" with a weight below the rule\'s, or gate "right"'
 
     model: str = Field(..., pattern=MODEL_NAME, description="The model's name on this server (VERIFIER_MODELS).")
     template: Literal["raw", "chat"] = Field(
@@ -1030,7 +1106,7 @@ class RmSpec(ComponentSpec):
         "and an assistant turn (the completion), as for a conversational one.",
     )
     transform: Literal["raw", "sigmoid"] = Field(
-        "raw", description="raw: the logit itself; sigmoid: squashed into (0, 1)."
+        "raw", description="raw: the logit itself; sigmoid: squashed into [0, 1] (0 and 1 only where it saturates)."
     )
     on_overflow: Literal["keep_end", "null"] = Field(
         "keep_end",
@@ -1038,14 +1114,14 @@ class RmSpec(ComponentSpec):
         "scores null (too_long). It is never cut at the end, where the answer is.",
     )
 
-    def score_range(self) -> tuple[float, float]:
+    def model_range(self) -> tuple[float, float]:
         return (0.0, 1.0) if self.transform == "sigmoid" else (-math.inf, math.inf)
 
 
 ShortText = Annotated[str, Field(min_length=1, max_length=32)]
 
 
-class PrmSpec(ComponentSpec):
+class PrmSpec(ModelScoreSpec):
     """A process reward model's score: a model this server loads (VERIFIER_MODELS, kind prm or prm_lm) scores each
     step of the whole completion, the chain of thought included (the completion is split at `separator`; pieces that
     are empty or only whitespace are no steps), laid out as the model was trained: trl, PRMTrainer's layout (BOS and
@@ -1057,12 +1133,19 @@ class PrmSpec(ComponentSpec):
     good one), for a causal LM (kind prm_lm). The score is the steps' aggregate; the result lists each step's character
     span in the completion and its score, and names the model's version. A layout longer than the model's max_tokens
     is null (too_long), never cut; a completion with no steps is null (no_steps). Not a correctness component: beside
-    one, an item needs allow_order_inversion."""
+    one, it must not lift a wrong answer to a right one's reward (the order guard): weigh it below the rule, or gate
+    it on the rule (gate right), or set allow_order_inversion."""
 
-    verdicts = (Verdict.SCORED, Verdict.NO_STEPS, Verdict.TOO_LONG, Verdict.MODEL_ERROR, Verdict.BAD_LAYOUT)
-    null_verdicts = (Verdict.NO_STEPS, Verdict.TOO_LONG, Verdict.MODEL_ERROR, Verdict.BAD_LAYOUT)
-    range_text = "(0, 1)"
+    verdicts = (
+        Verdict.SCORED, Verdict.NO_STEPS, Verdict.TOO_LONG, Verdict.MODEL_ERROR, Verdict.BAD_LAYOUT, Verdict.GATED_OUT,
+        Verdict.PRIMARY_UNJUDGED,
+    )  # fmt: skip
+    null_verdicts = (
+        Verdict.NO_STEPS, Verdict.TOO_LONG, Verdict.MODEL_ERROR, Verdict.BAD_LAYOUT, Verdict.PRIMARY_UNJUDGED,
+    )  # fmt: skip
+    range_text = "[0, 1]; 0 when gated out"
     reads_prompt = True
+    order_hint = 'prm: a weight below the rule\'s, or gate "right"'
 
     model: str = Field(..., pattern=MODEL_NAME, description="The model's name on this server (VERIFIER_MODELS).")
     layout: Literal["trl", "qwen_prm", "step_tag"] = Field(
@@ -1078,8 +1161,8 @@ class PrmSpec(ComponentSpec):
     good_token: ShortText = Field("+", description="step_tag: the token whose probability is a step's score.")
     bad_token: ShortText = Field("-", description="step_tag: the token it is weighed against.")
 
-    def score_range(self) -> tuple[float, float]:
-        return (0.0, 1.0)
+    def model_range(self) -> tuple[float, float]:
+        return (0.0, 1.0)  # probabilities, and their aggregates
 
 
 _KwargValue = str | StrictInt | StrictFloat | StrictBool | None | list[str | StrictInt | StrictFloat]
@@ -1200,15 +1283,14 @@ class ScoreItem(_Strict):
     def _check_components(self) -> ScoreItem:
         fields = self.__dict__  # the field values (a plain lookup: this runs for every item of every request)
         weights = fields["weights"]
-        gated = [(name, spec) for name in GATED_COMPONENTS if (spec := fields[name]) is not None]
-        if (
-            not weights and not gated and fields["rm"] is None and fields["prm"] is None
-        ):  # every primary scores 1 right and 0 wrong: no more
+        guarded = [(name, spec) for name in GUARDED_COMPONENTS if (spec := fields[name]) is not None]
+        if not weights and not guarded:  # every primary scores 1 right and 0 wrong: no more to check
             if not any(fields[name] is not None for name in COMPONENTS):
                 raise ValueError(_NO_COMPONENT)
             return self
-        # The rest depends only on which components, their weights and the gated components' options, which the items
-        # of a batch mostly share: each combination is checked once.
+        # The rest depends only on which components, their weights and the guarded components' options (all of
+        # them: the guard reads transform, gate, correct_from, correct_threshold, a length's ends), which the items of
+        # a batch mostly share: each combination is checked once.
         requested = tuple(name for name in COMPONENTS if fields[name] is not None)
         # Whether a correctness component gives partial credit follows from which it is and its options.
         key = (
@@ -1216,21 +1298,21 @@ class ScoreItem(_Strict):
             tuple(weights.items()) if weights else None,
             self.allow_order_inversion,
             tuple(fields[name].partial_credit() for name in requested if name in PRIMARIES),
-            *((name, *spec.__dict__.values()) for name, spec in gated),
+            *((name, *spec.__dict__.values()) for name, spec in guarded),
         )
         try:
             found = _CHECKED.get(key, _UNCHECKED)
         except TypeError:  # an option that cannot be hashed (none today): checked every time
-            found = self._problem(list(requested), gated)
+            found = self._problem(list(requested), guarded)
         if found is _UNCHECKED:
-            found = _CHECKED[key] = self._problem(list(requested), gated)
+            found = _CHECKED[key] = self._problem(list(requested), guarded)
             if len(_CHECKED) > _CHECKED_SIZE:
                 _CHECKED.clear()
         if found is not None:
             raise ValueError(found)
         return self
 
-    def _problem(self, requested: list[str], gated: list[tuple[str, GatedSpec]]) -> str | None:
+    def _problem(self, requested: list[str], guarded: list[tuple[str, ComponentSpec]]) -> str | None:
         """What is wrong with this item's choice of components, weights and options (never naming a value it was
         sent), or None."""
         if not requested:
@@ -1239,31 +1321,28 @@ class ScoreItem(_Strict):
         if unrequested:  # names from COMPONENTS only: the message never echoes input
             return f"weights name components this item does not request: {', '.join(unrequested)}"
         primaries = [name for name in requested if name in PRIMARIES]
-        for name, spec in gated:
+        for name, spec in _readers(guarded):
             if spec.correct_from is None and len(primaries) != 1:
                 needed = "one of" if not primaries else "correct_from to name one of"
                 return f"{name} reads correctness from another component: the item needs {needed} " \
                        f"{', '.join(get_args(PrimaryName))}"  # fmt: skip
             if spec.correct_from is not None and spec.correct_from not in primaries:
                 return f"{name}.correct_from names a component this item does not request"
-        models = [name for name in ("rm", "prm") if name in requested]
-        if primaries and models and not self.allow_order_inversion:
-            return (
-                f"{' and '.join(models)} beside a correctness component could lift a wrong answer above a right one "
-                "(the order guard does not bound model scores yet): score it alone, or set allow_order_inversion: true"
-            )
         if not self.allow_order_inversion:
-            inversions = self._inversions(primaries, gated)
-            if inversions:
+            failing = self._failing_groups(primaries, guarded)
+            if failing:
+                in_them = {name for group in failing for name in group}
+                hints = [hint for name, spec in guarded if name in in_them and (hint := _order_hint(spec))]
                 return (
                     f"with these weights and options a wrong answer scores at least as much as a right one ("
-                    f"{'; '.join(inversions)}): make the correctness component's weight outweigh the rest, or set "
+                    f"{'; '.join(' with '.join(group) for group in failing)}): make the correctness component's "
+                    f"weight outweigh the rest{''.join(f'; {hint}' for hint in hints)}; or set "
                     "allow_order_inversion: true"
                 )
         return None
 
-    def _gated(self) -> list[tuple[str, GatedSpec]]:
-        return [(name, spec) for name in GATED_COMPONENTS if (spec := getattr(self, name)) is not None]
+    def _guarded(self) -> list[tuple[str, ComponentSpec]]:
+        return [(name, spec) for name in GUARDED_COMPONENTS if (spec := getattr(self, name)) is not None]
 
     def spec(self, name: str) -> ComponentSpec | None:
         """The options of component `name`, None when the item does not request it."""
@@ -1275,7 +1354,7 @@ class ScoreItem(_Strict):
         fields = self.__dict__  # where pydantic keeps the field values: a plain lookup, 3x faster than getattr
         return [name for name in COMPONENTS if fields[name] is not None]
 
-    def correctness_source(self, spec: GatedSpec) -> str:
+    def correctness_source(self, spec: CorrectnessGate) -> str:
         """The component a gated one reads correctness from (the item has been checked to have it)."""
         if spec.correct_from is not None:
             return spec.correct_from
@@ -1283,50 +1362,87 @@ class ScoreItem(_Strict):
 
     def order_inversions(self) -> list[str]:
         """For each correctness component, whether a right answer (score 1) always outscores a wrong one (score 0),
-        at any length: the components that depend on correctness (it, and those gated on it) are compared at their
-        worst; the others (format, overlong, repetition) score a right and a wrong answer alike. Returns the names of
-        each group that fails."""
-        return self._inversions([name for name in self.requested() if name in PRIMARIES], self._gated())
+        at any length: the components whose score can differ between a right and a wrong answer (it, those gated on
+        it, a model's score: `answer_ranges()`) are compared at their worst; the others (format, overlong,
+        repetition) score a right and a wrong answer alike. Returns the names of each group that fails."""
+        primaries = [name for name in self.requested() if name in PRIMARIES]
+        return [" with ".join(group) for group in self._failing_groups(primaries, self._guarded())]
 
-    def _inversions(self, primaries: list[str], gated: list[tuple[str, GatedSpec]]) -> list[str]:
+    def _failing_groups(self, primaries: list[str], guarded: list[tuple[str, ComponentSpec]]) -> list[list[str]]:
         weights: dict[str, float] = {name: weight for name, weight in (self.weights or {}).items()}
         failing = []
         for primary in primaries:
-            on_it = [(name, spec) for name, spec in gated if (spec.correct_from or primaries[0]) == primary]
+            # a gated component counts for the primary it reads; a model's ungated score, for every primary
+            on_it = [(name, spec) for name, spec in guarded if _source(spec, primaries) in (primary, None)]
             shaping = [(spec, weights.get(name, 1.0)) for name, spec in on_it]
             partial = getattr(self, primary).partial_credit()
             if not right_outscores_wrong(weights.get(primary, 1.0), partial, shaping):
-                failing.append(" with ".join([primary, *(name for name, _ in on_it)]))
+                failing.append([primary, *(name for name, _ in on_it)])
         return failing
 
 
-def right_outscores_wrong(weight: float, partial: bool, gated: Sequence[tuple[GatedSpec, float]]) -> bool:
+def _readers(guarded: list[tuple[str, ComponentSpec]]) -> list[tuple[str, CorrectnessGate]]:
+    """The components that read correctness (length; rm and prm with gate right)."""
+    return [(name, spec) for name, spec in guarded if isinstance(spec, CorrectnessGate) and spec.reads_correctness()]
+
+
+def _source(spec: ComponentSpec, primaries: list[str]) -> str | None:
+    """The primary a guarded component reads correctness from; None for one that reads none."""
+    if isinstance(spec, CorrectnessGate) and spec.reads_correctness():
+        return spec.correct_from or primaries[0]
+    return None
+
+
+def _threshold(spec: ComponentSpec) -> float:
+    """The correctness score from which an answer takes the right branch of the component's answer_ranges (both
+    branches are one for a component that reads no correctness)."""
+    return spec.correct_threshold if isinstance(spec, CorrectnessGate) and spec.reads_correctness() else 1.0
+
+
+def _order_hint(spec: ComponentSpec) -> str | None:
+    hint: str | None = getattr(type(spec), "order_hint", None)
+    return hint
+
+
+def right_outscores_wrong(weight: float, partial: bool, shaping: Sequence[tuple[ComponentSpec, float]]) -> bool:
     """Whether a right answer (its correctness component's score 1, at `weight`) outscores every wrong one, each at
-    its worst length for it: the wrong answer scores 0, or anything below 1 when the component gives `partial`
-    credit. Each gated component (with its weight) takes the branch that the answer's score puts it on: right from
-    its correct_threshold up, so a threshold of 0 scores a wrong answer as a right one, and one below 1 does so for
-    a partly right answer."""
+    its worst for it: the wrong answer scores 0, or anything below 1 when the component gives `partial` credit. Each
+    shaping component (with its weight) is compared by its `answer_ranges()`: a gated one takes the branch that the
+    answer's score puts it on, right from its correct_threshold up (so a threshold of 0 scores a wrong answer as a
+    right one, and one below 1 does so for a partly right answer); a model's ungated score spans the same range on
+    both. An unbounded score (a raw logit) with a nonzero weight can always lift a wrong answer.
 
-    def bounds(spec: GatedSpec, right: bool) -> tuple[float, float]:
-        return spec.gated_ranges()[0 if right else 1]
+    >>> sigmoid_rm = RmSpec(model="m", transform="sigmoid")
+    >>> right_outscores_wrong(1.0, False, [(sigmoid_rm, 0.5)]), right_outscores_wrong(1.0, False, [(sigmoid_rm, 1.0)])
+    (True, False)
+    >>> right_outscores_wrong(1.0, True, [(sigmoid_rm, 0.5)])  # partial credit: a wrong answer's rule score nears 1
+    False
+    >>> right_outscores_wrong(1.0, True, [(RmSpec(model="m", transform="sigmoid", gate="right"), 100.0)])
+    True
+    """
 
-    def worst(spec: GatedSpec, w: float) -> float:  # for the right answer: score 1 is on the right branch
+    def bounds(spec: ComponentSpec, right: bool) -> tuple[float, float]:
+        ranges = spec.answer_ranges()
+        assert ranges is not None  # only guarded components are passed
+        return ranges[0 if right else 1]
+
+    def worst(spec: ComponentSpec, w: float) -> float:  # for the right answer: score 1 is on the right branch
         low, high = bounds(spec, True)
-        return w * (low if w >= 0 else high)
+        return w * (low if w >= 0 else high) if w else 0.0  # 0 * inf is nan: a weight of 0 counts nothing
 
-    def best(spec: GatedSpec, w: float, score: float) -> float:  # for a wrong answer of this score
-        low, high = bounds(spec, score >= spec.correct_threshold)
-        return w * (high if w >= 0 else low)
+    def best(spec: ComponentSpec, w: float, score: float) -> float:  # for a wrong answer of this score
+        low, high = bounds(spec, score >= _threshold(spec))
+        return w * (high if w >= 0 else low) if w else 0.0
 
-    right = weight + sum(worst(spec, w) for spec, w in gated)
+    right = weight + sum(worst(spec, w) for spec, w in shaping)
     if not partial:
-        return right > sum(best(spec, w, 0.0) for spec, w in gated)
+        return right > sum(best(spec, w, 0.0) for spec, w in shaping)
     # Wrong scores fill [0, 1); thresholds cut it into pieces on which every gated component keeps its branch. On a
-    # piece [start, end) the wrong answer's best is weight * score + the gated parts: with a positive weight it nears
-    # weight * end without reaching it, otherwise it is highest at start.
-    cuts = sorted({0.0, *(spec.correct_threshold for spec, _ in gated if 0 < spec.correct_threshold < 1)})
+    # piece [start, end) the wrong answer's best is weight * score + the shaping parts: with a positive weight it
+    # nears weight * end without reaching it, otherwise it is highest at start.
+    cuts = sorted({0.0, *(t for spec, _ in shaping if 0 < (t := _threshold(spec)) < 1)})
     for start, end in zip(cuts, [*cuts[1:], 1.0], strict=True):
-        shaped = sum(best(spec, w, start) for spec, w in gated)
+        shaped = sum(best(spec, w, start) for spec, w in shaping)
         if (right < weight * end + shaped) if weight > 0 else (right <= weight * start + shaped):
             return False
     return True
@@ -1342,7 +1458,11 @@ def _spec_classes() -> dict[str, type[ComponentSpec]]:
 
 SPECS: dict[str, type[ComponentSpec]] = _spec_classes()  # component name -> its spec class
 PRIMARIES: tuple[str, ...] = get_args(PrimaryName)
-GATED_COMPONENTS = tuple(name for name, spec in SPECS.items() if issubclass(spec, GatedSpec))  # read correctness
+# The components the order guard compares at their worst: those whose score can differ between a right and a wrong
+# answer beyond the correctness component's (length, rm, prm: their spec has `answer_ranges`).
+GUARDED_COMPONENTS = tuple(
+    name for name, spec in SPECS.items() if spec.answer_ranges is not ComponentSpec.answer_ranges
+)
 PROMPT_READERS = tuple(name for name, spec in SPECS.items() if spec.reads_prompt)  # judge the prompt too
 _NO_COMPONENT = f"each item needs at least one of {', '.join(COMPONENTS)}"
 # ScoreItem._check_components's verdict on each combination of components, weights and gated options seen lately.

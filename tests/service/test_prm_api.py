@@ -299,7 +299,7 @@ def test_results_carry_the_model_version_that_models_lists(prm_server: Server, c
         ({"rm": {"model": "bos"}}, "items.0.rm.model"),  # a prm model for rm
         ({"prm": {"model": "bos", "layout": "nope"}}, "items.0.prm.layout"),
         ({"prm": {"model": "bos", "separator": ""}}, "items.0.prm.separator"),
-        ({"prm": {"model": "bos"}, "math": {"gold": "7"}}, "items.0"),  # beside a rule: allow_order_inversion
+        ({"prm": {"model": "bos"}, "math": {"gold": "7"}}, "items.0"),  # at the rule's weight: the order guard
     ],
 )
 def test_bad_prm_items_are_a_422_naming_the_field(prm_server: Server, item: dict[str, Any], field: str) -> None:
@@ -307,3 +307,19 @@ def test_bad_prm_items_are_a_422_naming_the_field(prm_server: Server, item: dict
     assert response.status_code == 422, response.text
     assert [e["loc"] for e in response.json()["errors"]] == [field]
     assert "not_served_here" not in response.text and "nope" not in response.text
+
+
+def test_gated_on_the_rule_prm_scores_only_right_answers(prm_server: Server) -> None:
+    """prm takes rm's gate: a wrong answer is 0 (gated_out) and never reaches the model (no steps, no version); a
+    right one gets the model's steps and score, as without the gate."""
+    completions = ["3 + 4 = 7\nSo \\boxed{7}.", "3 + 4 = 8\nSo \\boxed{8}."]
+    gated = [{"prompt": PROMPT, "completion": c, "math": {"gold": "7"}, "prm": {"model": "bos", "gate": "right"},
+              "weights": {"prm": 5.0}} for c in completions]  # fmt: skip
+    right, wrong = prm_results(score(prm_server, gated))
+    [alone] = prm_results(
+        score(prm_server, [{"prompt": PROMPT, "completion": completions[0], "prm": {"model": "bos"}}])
+    )
+    assert right["verdict"] == "scored" and right["score"] == pytest.approx(alone["score"], abs=1e-9)
+    assert right["steps"] == alone["steps"]
+    assert (wrong["score"], wrong["verdict"]) == (0.0, "gated_out")
+    assert "steps" not in wrong and "model_version" not in wrong

@@ -1,13 +1,15 @@
 """The `rm` component through a real server, with tiny random-weight reward models built here (no downloads): every
 score equals a direct transformers forward over the same checkpoint loaded back, on the token ids TRL's RewardTrainer
 trains on (raw and chat), in batches of mixed lengths; a score does not depend on its batch; overflow keeps the end
-or is null; an unknown model is a 422 naming the field; /v1/models and /readyz show the models; and a server with no
-models never imports torch."""
+or is null; an unknown model is a 422 naming the field; beside a rule, the order guard refuses what could lift a
+wrong answer and accepts the two recipes (squashed under the rule; gated on it, where a wrong answer never reaches
+the model); /v1/models and /readyz show the models; and a server with no models never imports torch."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -205,7 +207,7 @@ def test_results_carry_the_model_version_that_models_lists(rm_server: Server, ch
     [
         ({"rm": {"model": "not_served_here"}}, "items.0.rm.model"),
         ({"rm": {"model": "tiny", "template": "nope"}}, "items.0.rm.template"),
-        ({"rm": {"model": "tiny"}, "math": {"gold": "7"}}, "items.0"),  # beside a rule: allow_order_inversion
+        ({"rm": {"model": "tiny"}, "math": {"gold": "7"}}, "items.0"),  # raw logits beside a rule: the order guard
     ],
 )
 def test_bad_rm_items_are_a_422_naming_the_field(rm_server: Server, item: dict[str, Any], field: str) -> None:
@@ -215,11 +217,136 @@ def test_bad_rm_items_are_a_422_naming_the_field(rm_server: Server, item: dict[s
     assert "not_served_here" not in response.text
 
 
-def test_beside_a_rule_with_allow_order_inversion_both_are_scored(rm_server: Server) -> None:
-    item = {"completion": "\\boxed{7}", "math": {"gold": "7"}, "rm": {"model": "tiny"}, "allow_order_inversion": True}
+def test_beside_a_rule_with_allow_order_inversion_anything_goes_through(rm_server: Server) -> None:
+    """Raw logits at a weight far above the rule's: refused by the guard, scored when the item allows it."""
+    items = [
+        {"prompt": PROMPT, "completion": c, "math": {"gold": "7"}, "rm": {"model": "tiny"}, "weights": {"rm": 5.0},
+         "allow_order_inversion": True}
+        for c in ("\\boxed{7}", "\\boxed{12}")
+    ]  # fmt: skip
+    results = score(rm_server, items).json()["results"]
+    assert [r["components"]["math"]["score"] for r in results] == [1.0, 0.0]
+    for result in results:
+        assert result["components"]["rm"]["verdict"] == "scored"
+        assert result["reward"] == pytest.approx(
+            result["components"]["math"]["score"] + 5 * result["components"]["rm"]["score"]
+        )
+
+
+# --- A model beside the rules: the order guard and its two recipes --------------------------------------------------
+RIGHT = [
+    "\\boxed{7}",
+    "3 + 4 = 7, so the answer is \\boxed{7}.",
+    "Tom has 3 + 4 = 7 apples.\n#### 7",
+    "7 apples: \\boxed{7}",
+]
+WRONG = ["\\boxed{12}", "3 + 4 = 8, so the answer is \\boxed{8}.", "Tom has 12 apples.\n#### 12", "no idea", "12 " * 30]
+
+
+def ranked(
+    server: Server, rm: dict[str, Any], weights: dict[str, float], template: str = "raw"
+) -> list[dict[str, Any]]:
+    items = [
+        {"prompt": PROMPT, "completion": c, "math": {"gold": "7"}, "rm": {"model": "tiny", "template": template, **rm},
+         "weights": weights}
+        for c in RIGHT + WRONG
+    ]  # fmt: skip
+    response = score(server, items)
+    assert response.status_code == 200, response.text
+    results: list[dict[str, Any]] = response.json()["results"]
+    assert [r["components"]["math"]["score"] for r in results] == [1.0] * len(RIGHT) + [0.0] * len(WRONG)
+    return results
+
+
+def test_squashed_under_the_rule_the_model_ranks_within_the_verdict(rm_server: Server) -> None:
+    results = ranked(rm_server, {"transform": "sigmoid"}, {"math": 1.0, "rm": 0.5})
+    model = [r["components"]["rm"] for r in results]
+    assert {m["verdict"] for m in model} == {"scored"}  # the model scored every answer, wrong ones included
+    rewards = [r["reward"] for r in results]
+    assert rewards == pytest.approx([float(i < len(RIGHT)) + 0.5 * m["score"] for i, m in enumerate(model)])
+    assert min(rewards[: len(RIGHT)]) > max(rewards[len(RIGHT) :])
+    assert len({m["score"] for m in model}) > 3  # it does rank: the model's scores differ within each verdict
+
+
+def test_gated_on_the_rule_the_model_never_sees_a_wrong_answer(rm_server: Server) -> None:
+    """The chat template refuses any text holding BOOM (model_error when the model is run): a wrong answer holding
+    it is gated_out, so the model never saw it; a right one holding it is model_error, so right answers do reach
+    the model. Right answers get the model's sigmoid, the same as when asked without the gate."""
+    gate = {"transform": "sigmoid", "gate": "right"}
+    results = ranked(rm_server, gate, {"rm": 3.0}, template="chat")
+    right, wrong = results[: len(RIGHT)], results[len(RIGHT) :]
+    assert all((r["components"]["rm"]["score"], r["components"]["rm"]["verdict"]) == (0.0, "gated_out") for r in wrong)
+    assert all("model_version" not in r["components"]["rm"] and r["reward"] == 0.0 for r in wrong)
+    alone = rm_result(score(rm_server, [{"prompt": PROMPT, "completion": c, "rm": {"model": "tiny", "template": "chat",
+                                                                                     "transform": "sigmoid"}}
+                                        for c in RIGHT]))  # fmt: skip
+    assert [r["components"]["rm"]["score"] for r in right] == pytest.approx([a["score"] for a in alone], abs=1e-9)
+    assert all(r["components"]["rm"]["verdict"] == "scored" and r["components"]["rm"]["model_version"] for r in right)
+    assert [r["reward"] for r in right] == pytest.approx([1.0 + 3.0 * a["score"] for a in alone])
+    boom = [{"prompt": PROMPT, "completion": f"BOOM {c}", "math": {"gold": "7"},
+             "rm": {"model": "tiny", "template": "chat", **gate}} for c in ("\\boxed{12}", "\\boxed{7}")]  # fmt: skip
+    gated_out, refused = rm_result(score(rm_server, boom))
+    assert (gated_out["score"], gated_out["verdict"]) == (0.0, "gated_out")
+    assert (refused["score"], refused["verdict"]) == (None, "model_error")
+
+
+def test_the_gate_reads_a_text_rule_in_a_batch_scored_by_the_workers(rm_server: Server) -> None:
+    """64 items or more with text components are scored in worker chunks: the model's round waits for them."""
+    answers = ["\\boxed{A}", "\\boxed{B}"] * 40
+    items = [{"prompt": PROMPT, "completion": a, "choice": {"gold": "A"}, "format": {},
+              "rm": {"model": "tiny", "transform": "sigmoid", "gate": "right"}} for a in answers]  # fmt: skip
+    results = score(rm_server, items).json()["results"]
+    verdicts = [(r["components"]["choice"]["verdict"], r["components"]["rm"]["verdict"]) for r in results]
+    assert verdicts == [("correct", "scored"), ("wrong", "gated_out")] * 40
+    assert all(r["reward"] is not None for r in results)
+
+
+def test_the_gate_makes_an_answer_the_rule_could_not_judge_null(rm_server: Server) -> None:
+    item = {"completion": "\\boxed{7}", "math": {"gold": "\\frac{"}, "rm": {"model": "tiny", "transform": "sigmoid",
+                                                                                 "gate": "right"}}  # fmt: skip
     [result] = score(rm_server, [item]).json()["results"]
-    assert result["components"]["math"]["score"] == 1.0
-    assert result["reward"] == pytest.approx(1.0 + result["components"]["rm"]["score"])
+    assert result["components"]["math"]["verdict"] == "gold_unparseable"
+    assert (result["components"]["rm"]["score"], result["components"]["rm"]["verdict"]) == (None, "primary_unjudged")
+    assert result["reward"] is None
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"math": {"gold": "7"}, "rm": {"model": "tiny"}, "weights": {"rm": 0.123456}},  # raw logits: any weight
+        {"math": {"gold": "7"}, "rm": {"model": "tiny", "transform": "sigmoid"}},  # sigmoid at the rule's weight
+        {"code": {"tests": ["assert True"]}, "rm": {"model": "tiny", "transform": "sigmoid"},
+         "weights": {"rm": 0.123456}},  # partial credit: squashing is not enough
+    ],
+)  # fmt: skip
+def test_a_model_that_could_lift_a_wrong_answer_is_refused(rm_server: Server, item: dict[str, Any]) -> None:
+    response = score(rm_server, [{"completion": "7", **item}])
+    assert response.status_code == 422, response.text
+    [error] = response.json()["errors"]
+    assert error["loc"] == "items.0"
+    rule = "math" if "math" in item else "code"
+    assert f"({rule} with rm)" in error["msg"] and 'gate "right"' in error["msg"]
+    assert "0.123456" not in response.text and "tiny" not in response.text
+
+
+def readme_recipes() -> list[dict[str, Any]]:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### A model beside the rules", 1)[1].split("\n## ", 1)[0]
+    return [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, re.S)]
+
+
+def test_the_readme_recipes_are_accepted_and_keep_right_above_wrong(rm_server: Server) -> None:
+    """The README's items, as written (its model renamed to this server's), with a wrong answer beside each."""
+    recipes = readme_recipes()
+    assert len(recipes) == 2
+    for recipe in recipes:
+        assert recipe["rm"].pop("model") == "helpful"
+        right = {**recipe, "rm": {**recipe["rm"], "model": "tiny"}}
+        wrong = {**right, "completion": "3 + 4 = 8, so \\boxed{8}."}
+        response = score(rm_server, [right, wrong])
+        assert response.status_code == 200, response.text
+        good, bad = response.json()["results"]
+        assert good["reward"] > bad["reward"] and good["components"]["rm"]["verdict"] == "scored"
 
 
 def test_a_model_that_cannot_be_loaded_stops_the_server_starting(tmp_path: Path) -> None:

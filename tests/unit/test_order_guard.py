@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from verifier_service.schema import ComponentResult, LengthSpec, ScoreItem
-from verifier_service.scoring import length
+from reward_models.runtime import Outcome
+from verifier_service.schema import ComponentResult, LengthSpec, RmSpec, ScoreItem
+from verifier_service.scoring import length, rm
 
 MAX_TOKENS, TARGET = 100, 50
 LENGTHS = (0, 1, 25, TARGET, 75, MAX_TOKENS, TARGET + 2 * TARGET, 10 * MAX_TOKENS)
@@ -123,3 +124,146 @@ def test_a_partly_right_program_on_the_right_branch_is_refused_whatever_the_weig
     assert reward(spec, (1000.0, 1.0), 0.9999, 0) > reward(spec, (1000.0, 1.0), 1.0, 100)
     ScoreItem.model_validate({**item, "length": {"max_tokens": 100}})
     ScoreItem.model_validate({**item, "allow_order_inversion": True})
+
+
+# --- Model components (rm): the model's score against the rule's verdict --------------------------------------------
+# A model may rank answers within the rule's verdict, never lift a wrong answer to a right one's reward. Brute force
+# runs the real pieces: the gate (`RmSpec.settled_by_gate`) on the rule's result, and rm's scorer (`rm.judged`) on
+# logits from far below to far above 0 (a raw logit is unbounded: 1e12 outweighs any weight here; a sigmoid
+# saturates to 0 and 1 at either end).
+LOGITS = (-1e12, -30.0, -1.0, 0.0, 1.0, 30.0, 1e12)
+RM_OPTIONS: dict[str, dict[str, Any]] = {
+    "raw": {},
+    "sigmoid": {"transform": "sigmoid"},
+    "raw gated": {"gate": "right"},
+    **{f"sigmoid gated at {t}": {"transform": "sigmoid", "gate": "right", "correct_threshold": t} for t in THRESHOLDS},
+}
+RM_WEIGHTS = (0.0, 0.25, 0.5, 0.999, 1.0, 2.0, -0.5, -1.0)
+
+
+def rm_scores(spec: RmSpec, score: float) -> list[float]:
+    """Every score rm gives an answer whose rule score is `score`: gated out, or the model's over LOGITS."""
+    settled = spec.settled_by_gate(ComponentResult(score=score, verdict="correct" if score == 1 else "wrong"))
+    if settled is not None:
+        assert settled.score is not None and settled.verdict == "gated_out"
+        return [settled.score]
+    job = rm.RmJob(spec.model, spec.template, True, spec.transform, None, "x")
+    found = [rm.judged(job, Outcome(logit), "v1").score for logit in LOGITS]
+    assert all(value is not None for value in found)
+    return [value for value in found if value is not None]
+
+
+def rm_inverted(spec: RmSpec, weights: tuple[float, float], partial: bool) -> bool:
+    right = min(weights[0] + weights[1] * s for s in rm_scores(spec, 1.0))
+    wrong = max(weights[0] * score + weights[1] * s for score in scores_of_wrong_answers(partial)
+                for s in rm_scores(spec, score))  # fmt: skip
+    return wrong >= right
+
+
+@pytest.mark.parametrize("primary", PRIMARIES)
+def test_the_guard_refuses_exactly_the_items_where_a_model_can_lift_a_wrong_answer(primary: str) -> None:
+    disagreements = []
+    for shape, primary_weight, rm_weight in itertools.product(RM_OPTIONS, PRIMARY_WEIGHTS, RM_WEIGHTS):
+        [name] = PRIMARIES[primary]
+        options = {"model": "tiny", **RM_OPTIONS[shape]}
+        fields = {**PRIMARIES[primary], "rm": options, "weights": {name: primary_weight, "rm": rm_weight}}
+        try:
+            ScoreItem.model_validate({"completion": "x", **fields})
+            refused = False
+        except ValidationError as exc:
+            assert f"({name} with rm)" in str(exc) and 'gate "right"' in str(exc), exc
+            refused = True
+        expected = rm_inverted(RmSpec(**options), (primary_weight, rm_weight), primary in PARTIAL)
+        if refused != expected:
+            disagreements.append((shape, primary_weight, rm_weight, "refused" if refused else "passed"))
+    assert not disagreements, disagreements
+
+
+def test_the_two_recipes_pass_and_a_raw_or_heavy_model_beside_the_rule_does_not() -> None:
+    """Squashed under the rule: sigmoid at a weight below the rule's. Gated on the rule: any positive weight. Raw
+    logits beside the rule, or the default weight of 1 (a saturated sigmoid ties a wrong answer with a right one):
+    refused; with partial credit, squashing is not enough (a wrong answer's rule score comes as close to 1 as it
+    likes) and only the gate passes."""
+    math, code = {"gold": "4"}, {"tests": ["assert True"]}
+    squashed, gated = {"model": "m", "transform": "sigmoid"}, {"model": "m", "transform": "sigmoid", "gate": "right"}
+    accepted: list[dict[str, Any]] = [
+        {"math": math, "rm": squashed, "weights": {"math": 1.0, "rm": 0.5}},
+        {"math": math, "rm": gated, "weights": {"rm": 100.0}},
+        {"code": code, "rm": gated},
+        {"rm": {"model": "m"}},  # the model alone: nothing to invert
+        {"math": math, "rm": {"model": "m"}, "weights": {"rm": 0.0}},  # counted for nothing
+        {"math": math, "rm": {"model": "m"}, "allow_order_inversion": True},
+    ]
+    refused: list[dict[str, Any]] = [
+        {"math": math, "rm": {"model": "m"}},
+        {"math": math, "rm": {"model": "m"}, "weights": {"rm": 0.01}},
+        {"math": math, "rm": squashed},
+        {"math": math, "rm": {"model": "m", "gate": "right"}},  # a raw logit can sink a right answer below 0
+        {"code": code, "rm": squashed, "weights": {"rm": 0.01}},
+        {"math": math, "rm": {**gated, "correct_threshold": 0.0}},  # every answer passes the gate
+    ]
+    for fields in accepted:
+        ScoreItem.model_validate({"completion": "x", **fields})
+    for fields in refused:
+        with pytest.raises(ValidationError, match="a wrong answer scores at least as much as a right one"):
+            ScoreItem.model_validate({"completion": "x", **fields})
+
+
+def test_an_ungated_model_counts_against_every_rule_and_a_gated_one_against_the_one_it_reads() -> None:
+    both = {"math": {"gold": "4"}, "choice": {"gold": "A"}}
+    squashed = {"model": "m", "transform": "sigmoid"}
+    with pytest.raises(ValidationError, match=r"\(math with rm; choice with rm\)"):
+        ScoreItem.model_validate({"completion": "x", **both, "rm": squashed})
+    item = ScoreItem.model_validate({"completion": "x", **both, "rm": squashed, "weights": {"rm": 0.5}})
+    assert item.order_inversions() == []
+    gated = {**squashed, "gate": "right", "correct_from": "choice"}
+    item = ScoreItem.model_validate(
+        {"completion": "x", **both, "rm": gated, "weights": {"choice": 0.5, "rm": -1.0}, "allow_order_inversion": True}
+    )
+    assert item.order_inversions() == ["choice with rm"]  # a right choice can sink below 0; math is not gated on
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"gate": "right"}, "rm reads correctness from another component: the item needs one of math"),
+        ({"correct_threshold": 0.5}, 'correct_from and correct_threshold apply only with gate "right"'),
+        ({"correct_from": "math"}, 'correct_from and correct_threshold apply only with gate "right"'),
+        ({"gate": "wrong"}, "Input should be 'none' or 'right'"),
+    ],
+)
+def test_gate_options_that_do_not_fit_are_refused(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        ScoreItem.model_validate({"completion": "x", "rm": {"model": "m", "transform": "sigmoid", **options}})
+
+
+def test_the_checked_combinations_are_told_apart_by_every_option_the_guard_reads() -> None:
+    """The guard's verdict is remembered per combination (schema._CHECKED): one that differs only in transform, gate
+    or correct_threshold must be checked again, not given the first one's verdict."""
+    math = {"gold": "4"}
+    base = {"completion": "x", "math": math, "weights": {"rm": 0.5}}
+    ScoreItem.model_validate({**base, "rm": {"model": "m", "transform": "sigmoid"}})
+    with pytest.raises(ValidationError, match="math with rm"):
+        ScoreItem.model_validate({**base, "rm": {"model": "m"}})
+    gated = {"model": "m", "transform": "sigmoid", "gate": "right"}
+    ScoreItem.model_validate({**base, "weights": {"rm": 5.0}, "rm": gated})
+    with pytest.raises(ValidationError, match="math with rm"):
+        ScoreItem.model_validate({**base, "weights": {"rm": 5.0}, "rm": {**gated, "gate": "none"}})
+    with pytest.raises(ValidationError, match="math with rm"):
+        ScoreItem.model_validate({**base, "weights": {"rm": 5.0}, "rm": {**gated, "correct_threshold": 0.0}})
+
+
+def test_the_gate_scores_a_wrong_answer_0_and_an_unjudged_one_null_without_the_model() -> None:
+    spec = RmSpec(model="m", transform="sigmoid", gate="right", correct_threshold=0.5)
+    wrong = spec.settled_by_gate(ComponentResult(score=0.25, verdict="partial"))
+    assert wrong is not None and (wrong.score, wrong.verdict) == (0.0, "gated_out")
+    unjudged = spec.settled_by_gate(ComponentResult(score=None, verdict="worker_crashed"))
+    assert unjudged is not None and (unjudged.score, unjudged.verdict) == (None, "primary_unjudged")
+    assert spec.settled_by_gate(ComponentResult(score=0.5, verdict="partial")) is None  # the model scores it
+
+
+def test_a_client_that_sends_every_option_at_its_default_is_not_refused() -> None:
+    """The trainer client sends a spec's every field: the gate's at their defaults say nothing and pass."""
+    spec = RmSpec(model="m").model_dump()
+    assert spec["correct_from"] is None and spec["correct_threshold"] == 1.0
+    ScoreItem.model_validate({"completion": "x", "rm": spec})

@@ -171,8 +171,14 @@ def test_an_item_naming_a_model_of_another_kind_is_refused(spec: dict[str, str],
     assert problem is None if why is None else problem is not None and problem[0] == "prm.model" and why in problem[1]
 
 
-def test_prm_beside_a_correctness_component_needs_allow_order_inversion() -> None:
-    item = {"completion": "x", "prm": {"model": "tc"}, "math": {"gold": "1"}}
-    with pytest.raises(ValidationError, match="prm beside a correctness component"):
-        ScoreItem.model_validate(item)
-    assert ScoreItem.model_validate({**item, "allow_order_inversion": True}).prm is not None
+def test_prm_beside_a_correctness_component_passes_the_order_guard_as_rm_does() -> None:
+    """prm joins the order guard by its score's range, [0, 1]: at the rule's weight a saturated wrong answer ties a
+    right one (refused); under it, it ranks within the verdict; beside partial credit only the gate passes."""
+    math = {"completion": "x", "prm": {"model": "tc"}, "math": {"gold": "1"}}
+    code = {"completion": "x", "prm": {"model": "tc"}, "code": {"tests": ["assert True"]}}
+    for refused in (math, {**code, "weights": {"prm": 0.01}}):
+        with pytest.raises(ValidationError, match=r"with prm\): .*prm: a weight below the rule's, or gate \"right\""):
+            ScoreItem.model_validate(refused)
+    assert ScoreItem.model_validate({**math, "weights": {"prm": 0.5}}).prm is not None
+    assert ScoreItem.model_validate({**code, "prm": {"model": "tc", "gate": "right"}}).prm is not None
+    assert ScoreItem.model_validate({**math, "allow_order_inversion": True}).prm is not None

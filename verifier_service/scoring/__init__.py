@@ -5,7 +5,8 @@ service process; one whose work is much cheaper for many items at once (numpy ov
 `score_batch(items, specs) -> list[ComponentResult]`, in `BATCHED`. A gated one (`GatedSpec`) also gets the result
 of the component it reads correctness from, `score(item, spec, correctness)`, and runs after it. A pooled one
 (`math`, `code`, `sql`, `procedural`, `rm`, `prm`) needs the worker pool, the sandbox or a model: a class the engine
-builds once and drives as scoring/pooled.py says, in `POOLED`. The engine names no component.
+builds once and drives as scoring/pooled.py says, in `POOLED` (one gated on correctness, a model with `gate:
+"right"`, runs in a second round, after the component it reads). The engine names no component.
 """
 
 from __future__ import annotations

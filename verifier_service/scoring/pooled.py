@@ -10,6 +10,11 @@ same way for every such component:
 - `run(jobs, deadline, owner)`: a result for every job, by the loop time `deadline` (a job not done by then is
   `deadline_exceeded`, null), sharing the pool fairly with other requests (`owner` is the request).
 
+An item whose spec reads correctness (`spec.reads_correctness()`: rm with `gate: "right"`) is prepared in a second
+round, once every other component (the one it reads included) is scored: `spec.settled_by_gate(correctness)` settles
+an answer the model is not to see, and only the others reach `prepare` and `run`. Which components those are is the
+spec's say, per item: the engine names none.
+
 A component whose jobs each run on their own in a worker process subclasses `WorkerComponent` (below), which gives
 `run`. A component of another kind is a text component (`scoring.TEXT`) or a gated one (`scoring.GATED`).
 """

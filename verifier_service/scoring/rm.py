@@ -5,7 +5,9 @@ On the event loop an item becomes a job (the model, the layout, the texts); equa
 so do jobs that differ only in `transform`: each model gets each distinct input once, in one call that batches them
 under its token budget in the model's thread. What the model could not score is null, never 0: an input over its
 max_tokens with `on_overflow: "null"` (`too_long`), a forward pass or a template that failed (`model_error`), an
-input not reached by the batch deadline (`deadline_exceeded`).
+input not reached by the batch deadline (`deadline_exceeded`). With `gate: "right"` the engine prepares rm in its
+second round, after the rule it reads, and an answer the rule does not call right never becomes a job
+(`RmSpec.settled_by_gate`: 0, `gated_out`).
 """
 
 from __future__ import annotations
