@@ -192,10 +192,16 @@ def evaluate(
 
 
 def start_grpo(
-    model: Path, data: Path, url: str, out: Path, args: argparse.Namespace, recipe: Recipe = MATH
+    model: Path,
+    data: Path,
+    url: str,
+    out: Path,
+    args: argparse.Namespace,
+    recipe: Recipe = MATH,
+    extra: Sequence[str] = (),
 ) -> tuple[subprocess.Popen[bytes], float, Path]:
-    """The training script, as a user runs it, started: its process, when it started, and its log (`finish` waits
-    for it)."""
+    """The training script, as a user runs it, started (with the `extra` flags after the others): its process, when
+    it started, and its log (`finish` waits for it)."""
     save_steps = max(1, args.grpo_steps // args.checkpoints)
     argv = [
         "--model_name_or_path", str(model),
@@ -219,6 +225,7 @@ def start_grpo(
         "--use_cpu", str(args.device == "cpu").lower(),
         "--bf16", "false",
         "--seed", str(args.seed),
+        *extra,
     ]  # fmt: skip
     return launch(argv, out.with_suffix(".log"))
 
@@ -287,10 +294,11 @@ def plot(summary: dict[str, Any], path: Path, recipe: Recipe = MATH) -> None:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    for key, label, colour in (
-        ("run", "verifier's reward", "tab:blue"),
-        ("control", "control (golds shuffled)", "tab:grey"),
-    ):
+    labels = summary.get("labels") or {"run": "verifier's reward", "control": "control (golds shuffled)"}
+    colours = {"run": "tab:blue", "control": "tab:grey"}
+    others = iter(["tab:orange", "tab:green", "tab:red", "tab:purple"])
+    for key, label in labels.items():
+        colour = colours.get(key) or next(others)
         part = summary.get(key)
         if not part:
             continue
@@ -347,14 +355,40 @@ def describe_machine() -> None:
     )
 
 
-def run(args: argparse.Namespace, recipe: Recipe, task: Task) -> dict[str, Any]:
-    """A learning run, against a verifier it starts: the warm start (or `--warm-start`'s), then GRPO on the task's
-    data and on its control, each evaluated on the held-out items at every checkpoint; writes `summary.json` and
-    `learning.png` to `args.out` and returns the summary."""
+@dataclass(frozen=True)
+class Variant:
+    """One GRPO run of a learning bench: its name in the summary (`run` and `control` are the ones judged), its data
+    (the task's or the control's) and flags of the training script beyond the recipe's."""
+
+    key: str
+    data: Path
+    extra: tuple[str, ...] = ()
+    label: str = ""
+
+
+def variants_of(args: argparse.Namespace, task: Task) -> list[Variant]:
+    """The usual pair: the run on the task's data, and the control on its shuffled golds (unless --no-control)."""
+    run = Variant("run", task.train, label="verifier's reward")
+    return [run] + ([] if args.no_control else [Variant("control", task.control, label="control (golds shuffled)")])
+
+
+def run(
+    args: argparse.Namespace,
+    recipe: Recipe,
+    task: Task,
+    variants: Sequence[Variant] | None = None,
+    settings: Mapping[str, str] | None = None,
+    prepare: Callable[[Path, str], None] | None = None,
+) -> dict[str, Any]:
+    """A learning run, against a verifier it starts (with `settings`, VERIFIER_* variables, beside the math
+    workers): the warm start (or `--warm-start`'s), `prepare(warm start, verifier URL)` when given, then GRPO on each
+    variant (default: the task's data and its control), each evaluated on the held-out items at every checkpoint;
+    writes `summary.json` and `learning.png` to `args.out` and returns the summary."""
     # stopped with SIGTERM: unwind, so the verifier and a running training script are stopped too
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     out: Path = args.out
-    with verifier(out / "verifier.log", VERIFIER_MATH_WORKERS=str(args.math_workers)) as url:
+    variants = list(variants or variants_of(args, task))
+    with verifier(out / "verifier.log", VERIFIER_MATH_WORKERS=str(args.math_workers), **(settings or {})) as url:
         started = time.monotonic()
         model = out / "warm"
         if args.warm_start:  # an earlier run's warm start, same seed and task
@@ -368,20 +402,26 @@ def run(args: argparse.Namespace, recipe: Recipe, task: Task) -> dict[str, Any]:
             f"{warm['accuracy']:.1f}%, well formed {warm['format']:.1f}%",
             flush=True,
         )
+        if prepare is not None:
+            prepare(model, url)
         summary: dict[str, Any] = {"seed": args.seed, "warm_start": warm, "before": warm["accuracy"]}
-        runs = [("run", task.train)] + ([] if args.no_control else [("control", task.control)])
+        summary["labels"] = {variant.key: variant.label or variant.key for variant in variants}
+
+        def start(variant: Variant) -> tuple[subprocess.Popen[bytes], float, Path]:
+            return start_grpo(model, variant.data, url, out / variant.key, args, recipe, variant.extra)
+
         launched = {}
-        if args.parallel_control:  # both at once; each is then waited for in turn
-            launched = {key: start_grpo(model, dataset, url, out / key, args, recipe) for key, dataset in runs}
+        if args.parallel_control:  # all at once; each is then waited for in turn
+            launched = {variant.key: start(variant) for variant in variants}
         try:
-            results = {key: finish(launched.get(key) or start_grpo(model, dataset, url, out / key, args, recipe))
-                       for key, dataset in runs}  # fmt: skip
-        finally:  # one failed: stop the other before the verifier goes
+            results = {variant.key: finish(launched.get(variant.key) or start(variant)) for variant in variants}
+        finally:  # one failed: stop the others before the verifier goes
             for process, _, _ in launched.values():
                 if process.poll() is None:
                     process.terminate()
                     process.wait()
-        for key, _ in runs:
+        for variant in variants:
+            key = variant.key
             seconds, log = results[key]
             points = curve(out / key, task.held_out, url, args, recipe)
             after = points[-1]["accuracy"]
@@ -391,7 +431,9 @@ def run(args: argparse.Namespace, recipe: Recipe, task: Task) -> dict[str, Any]:
                 + ", ".join(f"step {p['step']}: {p['accuracy']:.1f}%" for p in points),
                 flush=True,
             )
-            summary["after" if key == "run" else "control_after"] = after
+            summary[f"{key}_after"] = after
+            if key in ("run", "control"):
+                summary["after" if key == "run" else "control_after"] = after
         summary["control_before"] = warm["accuracy"]  # the control starts from the same warm-start model
         summary["steps"] = args.grpo_steps
         summary["seconds"] = round(summary["run"]["seconds"], 1)
@@ -407,11 +449,8 @@ def run(args: argparse.Namespace, recipe: Recipe, task: Task) -> dict[str, Any]:
     return summary
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    args = parse_args(argv)
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    describe_machine()
+def math_task(args: argparse.Namespace, out: Path) -> Task:
+    """This file's task: GSM8K-shaped problems, their shuffled-gold control and held-out problems, written to `out`."""
     train_items = problems(args.train_problems, seed=1000 + args.seed)
     seen = {item.question for item in train_items}
     held_out = [item for item in problems(4 * args.eval_problems, seed=2000 + args.seed) if item.question not in seen]
@@ -425,7 +464,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         build=lambda path: build(path, train_items, args.seed),
     )
     print(f"task: {len(train_items)} training problems, {len(held_out)} held out (none of their questions trained on)")
-    summary = run(args, MATH, task)
+    return task
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    describe_machine()
+    summary = run(args, MATH, math_task(args, out))
     if not args.smoke and summary.get("control_after") is not None:
         gain, control_gain = summary["after"] - summary["before"], summary["control_after"] - summary["control_before"]
         met = gain >= 20 and control_gain < 5 and summary["seconds"] <= 900
