@@ -106,3 +106,29 @@ def test_the_learning_bench_runs_end_to_end(tmp_path: Path) -> None:
     assert all(a["question"] == b["question"] for a, b in zip(rows, control_rows, strict=True))
     assert sum(a["answer"] != b["answer"] for a, b in zip(rows, control_rows, strict=True)) > len(rows) // 2
     assert (out / "learning.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_the_online_reward_model_bench_runs_end_to_end(tmp_path: Path) -> None:
+    """bench/learning_rm.py's pipeline: the verifier serving the stand-in reward models, the warm start's model
+    reloaded in their place (a refused reload stops the bench), the rule run, the rule + online model run and its
+    control, each logging the model's rewards (never null)."""
+    out = tmp_path / "learning-rm"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    result = subprocess.run(
+        [sys.executable, str(BENCH / "learning_rm.py"), "--smoke", "--parallel-control", "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+    assert "it makes no claim about learning" in result.stdout and "NOT met" not in result.stdout
+    details = json.loads((out / "summary.json").read_text())["details"]
+    assert set(details["labels"]) == {"run", "rm", "control"}
+    for run in ("rm", "control"):
+        for entry in details[run]["log"]:
+            assert entry["verifier_rm/rm/scored"] == 1.0 and entry["verifier_rm/null_rate"] == 0.0
+    assert all("rewards/verifier_rm/mean" not in entry for entry in details["run"]["log"])  # the rule alone
+    assert (out / "rm-start" / "config.json").is_file()  # the warm start's reward model, reloaded (or the run fails)
