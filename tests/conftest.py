@@ -19,6 +19,8 @@ import pytest
 from conftest import ray_serve_installed
 
 ROOT = Path(__file__).parents[1]
+# A server that loads models imports torch and transformers first: more than a minute on a busy 2-core machine.
+MODEL_SERVER_READY_S = 180.0
 # tests/interop checks the trainer adapters against the trainers' own packages, which live in the overlay virtualenv
 # (`make interop`, .venv-interop); `make test` runs it there, after this suite.
 # tests/ray runs the verifier on Ray Serve, which lives in the ray overlay (`make ray`, .venv-ray); `make test` runs
@@ -50,10 +52,12 @@ def running_server(
     python: str = sys.executable,
     preexec_fn: Callable[[], None] | None = None,
     wait_for: str = "/readyz",
+    ready_timeout: float = 60.0,
     **settings: object,
 ) -> Iterator[Server]:
     """Start a real uvicorn server with VERIFIER_* settings (under `python`, after `preexec_fn` in its process: to
-    set its resource limits, say), and wait until `wait_for` answers 200; stop it (and its workers) afterwards."""
+    set its resource limits, say), and wait up to `ready_timeout` seconds until `wait_for` answers 200; stop it (and
+    its workers) afterwards."""
     port = port or free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("VERIFIER_")}
     env |= {"VERIFIER_HOST": "127.0.0.1", "VERIFIER_PORT": str(port), "VERIFIER_LOG_LEVEL": "warning"}
@@ -72,7 +76,7 @@ def running_server(
         )
     server = Server(f"http://127.0.0.1:{port}", process, log)
     try:
-        wait_until_ok(server, wait_for, timeout=60)
+        wait_until_ok(server, wait_for, timeout=ready_timeout)
         yield server
     finally:
         process.terminate()

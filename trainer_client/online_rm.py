@@ -47,6 +47,7 @@ from transformers import TrainerCallback
 
 from trainer_client.client import VerifierClient
 from trainer_client.config import DEFAULT_URL, api_key_or_env
+from trainer_client.errors import VerifierError
 from verifier_service.schema import ItemResult, completion_text, prompt_text
 
 log = logging.getLogger("trainer_client")
@@ -54,6 +55,7 @@ log = logging.getLogger("trainer_client")
 Method = Literal["pairs", "outcome"]
 METRIC_PREFIX = "online_rm/"
 PROBE_GROUPS = 64  # held-out groups of the first update that every later evaluation scores again
+EVAL_ITEMS = 2048  # completions in one evaluation at most (the verifier's VERIFIER_MAX_BATCH_ITEMS is 4096 by default)
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,12 @@ class OnlineRewardModel(TrainerCallback):
             if not examples:
                 return None
             trained = self._train_outcomes(examples, path)
-        [answer, *_] = self.client.reload_model(self.model_name, str(path))
+        try:
+            [answer, *_] = self.client.reload_model(self.model_name, str(path))
+        except VerifierError as exc:  # training goes on with the version serving; the next update tries again
+            log.warning("online reward model: step %d: the verifier did not reload %s: %s", step, path, exc)
+            self.history.append({"step": step, "checkpoint": str(path), "error": str(exc), **trained})
+            return None
         self.checkpoint = str(path)
         entry: dict[str, Any] = {"step": step, "checkpoint": str(path), "version": answer.get("version"), **trained}
         recent = [
@@ -236,13 +243,19 @@ class OnlineRewardModel(TrainerCallback):
         if not self.probe:  # the first held-out groups, kept: every version is scored on them (the eval's drift)
             self.probe = recent[:PROBE_GROUPS]
         probed = {group["prompt"] for group in self.probe}
-        held = [*self.probe, *(group for group in recent if group["prompt"] not in probed)]
+        held = capped([*self.probe, *(group for group in recent if group["prompt"] not in probed)], EVAL_ITEMS)
+        self.metrics = {k: float(v) for k, v in trained.items()}
         if held:
-            evaluation = self.client.evaluate_model(
-                self.model_name, held, template=self.template, correct_threshold=self.threshold
-            )
-            entry["eval"] = evaluation
-            self.metrics = numbers(evaluation) | {k: float(v) for k, v in trained.items()}
+            try:
+                evaluation = self.client.evaluate_model(
+                    self.model_name, held, template=self.template, correct_threshold=self.threshold
+                )
+            except VerifierError as exc:
+                log.warning("online reward model: step %d: the verifier did not evaluate %s: %s", step, path, exc)
+                entry["eval_error"] = str(exc)
+            else:
+                entry["eval"] = evaluation
+                self.metrics |= numbers(evaluation)
         self.history.append(entry)
         log.info("online reward model: step %d: %s serves %s %s", step, self.model_name, path, self.metrics)
         return entry
@@ -339,6 +352,23 @@ class OnlineRewardModel(TrainerCallback):
         model.save_pretrained(str(path))
         tokenizer.save_pretrained(str(path))
         return {"train_examples": float(len(data)), "train_loss": sum(losses) / max(1, len(losses))}
+
+
+def capped(groups: list[dict[str, Any]], items: int) -> list[dict[str, Any]]:
+    """The first groups whose completions number at most `items` in all (the eval is one request, under the
+    verifier's batch limit).
+
+    >>> groups = [{"completions": [1, 2]}, {"completions": [3]}, {"completions": [4]}]
+    >>> [len(group["completions"]) for group in capped(groups, 3)]
+    [2, 1]
+    """
+    kept, total = [], 0
+    for group in groups:
+        total += len(group["completions"])
+        if total > items:
+            break
+        kept.append(group)
+    return kept
 
 
 def numbers(evaluation: Mapping[str, Any], prefix: str = "") -> dict[str, float]:

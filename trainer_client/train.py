@@ -594,6 +594,9 @@ def online_reward_model(args: VerifierScriptArguments, rewards: Sequence[Any], o
     if served is None:
         raise SystemExit(f"error: --online_rm: the verifier at {args.verifier_url} serves no model of that name "
                          "(GET /v1/models lists them; VERIFIER_MODELS sets them)")  # fmt: skip
+    if served["kind"] != "rm":
+        raise SystemExit(f"error: --online_rm: the verifier's model is of kind {served['kind']}; only rm models "
+                         "(sequence classification) are trained online here")  # fmt: skip
     online = OnlineRewardModel(
         args.online_rm,
         checkpoint=checkpoint or served["path"],

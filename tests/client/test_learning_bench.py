@@ -109,6 +109,7 @@ def test_the_learning_bench_runs_end_to_end(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # three GRPO runs and the verifier's model reloads: about 3 minutes alone on 2 cores
 def test_the_online_reward_model_bench_runs_end_to_end(tmp_path: Path) -> None:
     """bench/learning_rm.py's pipeline: the verifier serving the stand-in reward models, the warm start's model
     reloaded in their place (a refused reload stops the bench), the rule run, the rule + online model run and its

@@ -25,7 +25,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from reward_models import metrics
 from reward_models.layout import raw_text
-from tests.conftest import Server, running_server
+from tests.conftest import MODEL_SERVER_READY_S, Server, running_server
 from trainer_client.tiny_model import build_reward_model, build_tokenizer, gsm8k_rows, training_text
 
 KEY = "reload-test-key"
@@ -68,7 +68,9 @@ def server(tmp_path_factory: pytest.TempPathFactory, checkpoints: dict[str, Path
         "model_roots": json.dumps([str(checkpoints["root"])]),
         "api_key": KEY,
     }
-    with running_server(tmp_path_factory.mktemp("reload-server"), **settings) as running:
+    with running_server(
+        tmp_path_factory.mktemp("reload-server"), ready_timeout=MODEL_SERVER_READY_S, **settings
+    ) as running:
         yield running
 
 

@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("trl", reason="the `train` extra (trl, torch, transformers) is not installed")
 
-from tests.conftest import Server, running_server
+from tests.conftest import MODEL_SERVER_READY_S, Server, running_server
 from trainer_client import VerifierReward
 from trainer_client.online_rm import OnlineRewardModel
 from trainer_client.tiny_model import build_reward_model, build_tokenizer, gsm8k_rows, training_text
@@ -37,7 +37,8 @@ def server(root: Path) -> Iterator[Server]:
     models = {"rm": {"path": str(start), "max_tokens": 128, "batch_tokens": 2048}}
     settings = {"math_workers": 1, "code_enabled": "false", "models": json.dumps(models),
                 "model_roots": json.dumps([str(root)])}  # fmt: skip
-    with running_server(root / "server", **settings) as running:
+    (root / "server").mkdir()
+    with running_server(root / "server", ready_timeout=MODEL_SERVER_READY_S, **settings) as running:
         yield running
 
 
@@ -99,3 +100,21 @@ def test_the_callback_trains_reloads_and_evaluates_the_served_model(server: Serv
     assert drift["previous_version"] == update["version"] and drift["items"] > 0  # the probe, scored by both
     rule.close()
     scored.close()
+
+
+def test_a_reload_the_verifier_refuses_leaves_training_going_on_the_version_serving(
+    server: Server, tmp_path: Path
+) -> None:
+    """Checkpoints written outside VERIFIER_MODEL_ROOTS are refused (422): the update logs it and returns, the run
+    goes on (a raised error would stop GRPO hours in), and the model serving is unchanged."""
+    before = served(server)
+    rule = VerifierReward("math", base_url=server.url)
+    online = OnlineRewardModel("rm", checkpoint=before["path"], output_dir=tmp_path / "elsewhere", every_steps=1,
+                               base_url=server.url)  # fmt: skip
+    online.observe(rule)
+    rule(**batch(20, seed=3), completion_ids=None)
+    assert online.update(1) is None
+    [entry] = online.history
+    assert "HTTP 422" in entry["error"] and (tmp_path / "elsewhere" / "step-1" / "config.json").is_file()
+    assert served(server)["version"] == before["version"]
+    rule.close()

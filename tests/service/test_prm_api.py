@@ -22,7 +22,7 @@ pytest.importorskip("torch", reason="the `models` extra (torch, transformers) is
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
 
-from tests.conftest import Server, running_server
+from tests.conftest import MODEL_SERVER_READY_S, Server, running_server
 from trainer_client.tiny_model import (
     build_process_reward_model,
     build_reward_model,
@@ -84,7 +84,9 @@ def prm_server(tmp_path_factory: pytest.TempPathFactory, checkpoints: dict[str, 
         for name, path in checkpoints.items()
     }
     settings: dict[str, Any] = {"math_workers": 1, "code_enabled": "false", "models": json.dumps(models)}
-    with running_server(tmp_path_factory.mktemp("prm-server"), **settings) as server:
+    with running_server(
+        tmp_path_factory.mktemp("prm-server"), ready_timeout=MODEL_SERVER_READY_S, **settings
+    ) as server:
         yield server
 
 

@@ -26,7 +26,7 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from trl.data_utils import _tokenize  # RewardTrainer's tokenizing: the layout the served model was trained on
 
-from tests.conftest import ROOT, Server, running_server
+from tests.conftest import MODEL_SERVER_READY_S, ROOT, Server, running_server
 from trainer_client.tiny_model import CHAT_TEMPLATE, build_reward_model, build_tokenizer, gsm8k_rows, training_text
 
 MAX_TOKENS = 96
@@ -75,7 +75,7 @@ def rm_server(tmp_path_factory: pytest.TempPathFactory, checkpoints: dict[str, P
         for name, path in checkpoints.items()
     }
     settings: dict[str, Any] = {"math_workers": 1, "code_enabled": "false", "models": json.dumps(models)}
-    with running_server(tmp_path_factory.mktemp("rm-server"), **settings) as server:
+    with running_server(tmp_path_factory.mktemp("rm-server"), ready_timeout=MODEL_SERVER_READY_S, **settings) as server:
         yield server
 
 
