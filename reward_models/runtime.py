@@ -410,9 +410,10 @@ class ModelRuntime:
 
     async def reload(self, name: str, path: str) -> tuple[str, str]:
         """Load `path` as model `name` beside the version serving now, in the model's device thread, and swap once it
-        has loaded (one assignment: a request takes its model once, so it is scored wholly by one version); return
-        the previous version and the new one. Raises ReloadBusy while another reload of the model runs, and
-        ModelLoadError (the old version still serving) when the new one cannot be served.
+        has loaded (one assignment: a call takes its model once, and a request pins it for all its calls, so it is
+        scored wholly by one version); return the previous version and the new one. Raises ReloadBusy while another
+        reload of the model runs, and ModelLoadError (the old version still serving) when the new one cannot be
+        served.
 
         The old version is freed when the last request that holds it finishes; on a GPU, its cached blocks are then
         given back to the driver (torch.cuda.empty_cache, in the device's thread)."""
@@ -472,17 +473,25 @@ class ModelRuntime:
             }
         return shown
 
-    async def score(self, name: str, inputs: Sequence[RmInput], deadline: float) -> tuple[str, list[Outcome | None]]:
+    def pin(self, name: str) -> LoadedModel:
+        """The version of the model serving now, for a caller that makes several calls and wants them all scored by
+        it (a request's two rounds): pass it back as `model`. Holding it keeps it in memory past a reload."""
+        return self._models[name]
+
+    async def score(
+        self, name: str, inputs: Sequence[RmInput], deadline: float, model: LoadedModel | None = None
+    ) -> tuple[str, list[Outcome | None]]:
         """The model's version and an outcome per input, scored by the loop time `deadline`; None for an input not
-        scored by then (the thread stops after the batch it is running)."""
-        model = self._models[name]  # this request is scored by this version, whatever happens meanwhile
+        scored by then (the thread stops after the batch it is running). `model`: a version `pin` gave, else the
+        one serving now."""
+        model = model or self._models[name]  # this call is scored by this version, whatever happens meanwhile
         return await self._call(model, model.score, inputs, deadline)
 
     async def score_steps(
-        self, name: str, inputs: Sequence[PrmInput], deadline: float
+        self, name: str, inputs: Sequence[PrmInput], deadline: float, model: LoadedModel | None = None
     ) -> tuple[str, list[Outcome | None]]:
         """As `score`, for a process reward model: each outcome has its steps' scores."""
-        model = self._models[name]
+        model = model or self._models[name]
         return await self._call(model, model.score_steps, inputs, deadline)
 
     async def _call(

@@ -158,6 +158,48 @@ def test_a_load_that_fails_keeps_the_old_version_serving(checkpoints: dict[str, 
     asyncio.run(main())
 
 
+def test_a_request_whose_two_rounds_straddle_a_reload_is_scored_by_one_version(
+    checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ungated rm items run in the engine's first round, `gate: "right"` ones in its second: a reload that finishes
+    between the two must not give the request's items two versions (the first round pins the version)."""
+    from fastapi.testclient import TestClient
+
+    from verifier_service.app import create_app
+    from verifier_service.settings import VerifierSettings
+
+    model = {"path": str(checkpoints["a"]), "max_tokens": 64, "batch_tokens": 256}
+    settings = VerifierSettings(math_workers=1, code_enabled=False, models={"m": model})
+    score, calls, old = ModelRuntime.score, list[str](), list[weakref.ref[LoadedModel]]()
+
+    async def reloaded_after_the_first(self: ModelRuntime, name: str, *args: Any) -> Any:
+        found = await score(self, name, *args)
+        calls.append(found[0])
+        if len(calls) == 1:  # a reload finishes between the request's two rounds
+            old.append(weakref.ref(self._models[name]))
+            await self.reload(name, str(checkpoints["b"]))
+        return found
+
+    monkeypatch.setattr(ModelRuntime, "score", reloaded_after_the_first)
+    rm = {"model": "m", "transform": "sigmoid"}
+    items = [
+        {"completion": "\\boxed{7}", "math": {"gold": "7"}, "rm": rm, "weights": {"math": 1, "rm": 0.5}},
+        {"completion": "\\boxed{7}", "math": {"gold": "7"}, "rm": {**rm, "gate": "right"}},
+    ]
+    with TestClient(create_app(settings)) as client:
+        before = client.get("/v1/models").json()
+        response = client.post("/v1/score", json={"items": items})
+        after = client.get("/v1/models").json()
+        gc.collect()
+        freed = old[0]() is None  # the pin went with the request: the old version is not kept beside the new one
+    assert response.status_code == 200, response.text
+    assert len(calls) == 2  # both rounds ran, and the reload swapped between them
+    assert before != after
+    found = {result["components"]["rm"]["model_version"] for result in response.json()["results"]}
+    assert found == {calls[0]} and len(set(calls)) == 1
+    assert freed
+
+
 def test_reload_paths(tmp_path: Path) -> None:
     root, inside, outside = tmp_path / "root", tmp_path / "root" / "step-10", tmp_path / "other"
     inside.mkdir(parents=True)
