@@ -1,7 +1,8 @@
 """The model runtime: loads each configured checkpoint and runs its forward passes.
 
 - Off the event loop: one thread per device runs every model on it (a GPU runs one forward at a time anyway), so
-  the loop keeps answering health checks and scoring rules while a model works.
+  the loop keeps answering health checks and scoring rules while a model works. A reload loads the new checkpoint
+  in a loader thread of its own, so the device's thread scores with the old version meanwhile.
 - Batched under a token budget: a request's sequences are tokenized, sorted by length and cut into batches whose
   padded size is at most the model's `batch_tokens` (batching.batches). Memory is bounded by the budget, never by
   the request: 4,096 inputs of 8,000 tokens go through as many small forwards, not one (trl#4419 is GRPOTrainer's
@@ -123,8 +124,8 @@ def checkpoint_version(path: str, model: Any) -> str:
 
 
 class LoadedModel:
-    """One checkpoint in memory, with its tokenizer and the settings its inputs are cut to. Used from its device's
-    thread only."""
+    """One checkpoint in memory, with its tokenizer and the settings its inputs are cut to. Built in its device's
+    thread at start or in the loader thread on a reload, then used from its device's thread only."""
 
     def __init__(self, name: str, spec: ModelSpec) -> None:
         import torch
@@ -387,6 +388,7 @@ class ModelRuntime:
         self._stops: set[threading.Event] = set()
         self._reloading: set[str] = set()
         self._previous: dict[str, str] = {}  # name -> the version it served before its last reload changed it
+        self._loader: ThreadPoolExecutor | None = None  # reloads load here, off the devices' threads
         self._closed = False
 
     def _thread(self, device: str) -> ThreadPoolExecutor:
@@ -409,11 +411,11 @@ class ModelRuntime:
             log.info("model %s loaded: %s on %s, version %s", name, model.spec.path, model.spec.device, model.version)
 
     async def reload(self, name: str, path: str) -> tuple[str, str]:
-        """Load `path` as model `name` beside the version serving now, in the model's device thread, and swap once it
-        has loaded (one assignment: a call takes its model once, and a request pins it for all its calls, so it is
-        scored wholly by one version); return the previous version and the new one. Raises ReloadBusy while another
-        reload of the model runs, and ModelLoadError (the old version still serving) when the new one cannot be
-        served.
+        """Load `path` as model `name` beside the version serving now, in the runtime's loader thread (so the device's
+        thread goes on scoring with the old version meanwhile), and swap once it has loaded (one assignment: a call
+        takes its model once, and a request pins it for all its calls, so it is scored wholly by one version); return
+        the previous version and the new one. Raises ReloadBusy while another reload of the model runs, and
+        ModelLoadError (the old version still serving) when the new one cannot be served.
 
         The old version is freed when the last request that holds it finishes; on a GPU, its cached blocks are then
         given back to the driver (torch.cuda.empty_cache, in the device's thread)."""
@@ -423,7 +425,9 @@ class ModelRuntime:
         try:
             spec = self.specs[name].model_copy(update={"path": path})
             thread = self._thread(spec.device)
-            new = await asyncio.get_running_loop().run_in_executor(thread, LoadedModel, name, spec)
+            if self._loader is None:  # a thread per model: each model has at most one reload under way
+                self._loader = ThreadPoolExecutor(len(self.specs), thread_name_prefix="model-loader")
+            new = await asyncio.get_running_loop().run_in_executor(self._loader, LoadedModel, name, spec)
             if self._closed:  # closed while it loaded: nothing to serve it to
                 raise ModelLoadError(f"model {name!r}: the service closed while it loaded", "the service is closing")
             old = self._models[name]
@@ -446,6 +450,8 @@ class ModelRuntime:
         for stop in self._stops:
             stop.set()
         threads, self._threads = list(self._threads.values()), {}
+        if self._loader is not None:
+            threads.append(self._loader)
         await asyncio.gather(*(asyncio.to_thread(thread.shutdown, True, cancel_futures=True) for thread in threads))
         self._models = {}
 

@@ -90,13 +90,47 @@ def test_a_call_that_took_the_old_version_is_scored_by_it(
             version_a = runtime.status()["m"]["version"]
             in_flight = asyncio.ensure_future(logit(runtime))
             await asyncio.to_thread(entered.wait, 30)
-            reload = asyncio.ensure_future(runtime.reload("m", str(checkpoints["b"])))
-            await asyncio.sleep(0.1)  # the reload has begun; its load waits for the device's thread, held above
-            assert not reload.done() and runtime.status()["m"]["reloading"] is True
+            _, version_b = await runtime.reload("m", str(checkpoints["b"]))  # loads and swaps while the call runs
+            assert not in_flight.done()
             release.set()
             assert (await in_flight)[0] == version_a
-            _, version_b = await reload
             assert (await logit(runtime))[0] == version_b
+        finally:
+            release.set()
+            await runtime.close()
+
+    asyncio.run(main())
+
+
+def test_the_old_version_scores_while_the_new_one_loads(
+    checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The load runs in a loader thread, not the device's: a call made while it loads is scored by the old version,
+    without waiting for it."""
+    started, release = threading.Event(), threading.Event()
+    init = LoadedModel.__init__
+
+    def slow(self: LoadedModel, name: str, spec: ModelSpec) -> None:
+        if spec.path == str(checkpoints["b"]):
+            started.set()
+            release.wait(120)
+        init(self, name, spec)
+
+    monkeypatch.setattr(LoadedModel, "__init__", slow)
+
+    async def main() -> None:
+        runtime = runtime_of(checkpoints["a"])
+        await runtime.start()
+        try:
+            version_a = runtime.status()["m"]["version"]
+            reload = asyncio.ensure_future(runtime.reload("m", str(checkpoints["b"])))
+            await asyncio.to_thread(started.wait, 30)
+            # behind the load in the device's thread, the call would wait for the release (120 s): 30 s fails it
+            assert (await asyncio.wait_for(logit(runtime), 30))[0] == version_a
+            assert runtime.status()["m"]["reloading"] is True
+            release.set()
+            _, version_b = await reload
+            assert (await logit(runtime))[0] == version_b != version_a
         finally:
             release.set()
             await runtime.close()
