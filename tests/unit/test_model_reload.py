@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from reward_models import metrics
-from verifier_service.model_update import PathRefused, reload_path
+from verifier_service.model_update import EvalMemory, PathRefused, reload_path
 
 torch = pytest.importorskip("torch", reason="the `models` extra (torch, transformers) is not installed")
 
@@ -232,6 +232,20 @@ def test_a_request_whose_two_rounds_straddle_a_reload_is_scored_by_one_version(
     found = {result["components"]["rm"]["model_version"] for result in response.json()["results"]}
     assert found == {calls[0]} and len(set(calls)) == 1
     assert freed
+
+
+def test_eval_memory_keeps_the_serving_and_the_previous_versions_scores() -> None:
+    """An eval that began on v1 and finishes after a reload to v2 (and after an eval on v2) keeps v2's scores."""
+    memory = EvalMemory()
+    memory.remember("m", "v1", {"a": 1.0}, serving="v1", previous=None)
+    memory.remember("m", "v2", {"a": 2.0}, serving="v2", previous="v1")  # after the reload
+    memory.remember("m", "v1", {"a": 1.5}, serving="v2", previous="v1")  # the eval that began on v1 ends
+    assert (memory.recall("m", "v2"), memory.recall("m", "v1")) == ({"a": 2.0}, {"a": 1.5})
+    memory.remember("m", "v3", {"a": 3.0}, serving="v3", previous="v2")  # another reload: v1 goes
+    memory.remember("m", "v1", {"a": 1.7}, serving="v3", previous="v2")  # an eval from two reloads ago: not kept
+    assert [memory.recall("m", v) for v in ("v3", "v2", "v1")] == [{"a": 3.0}, {"a": 2.0}, {}]
+    memory.remember("n", "w1", {"b": 0.5}, serving="w1", previous=None)  # models apart
+    assert memory.recall("m", "v3") == {"a": 3.0} and memory.recall("n", "w1") == {"b": 0.5}
 
 
 def test_reload_paths(tmp_path: Path) -> None:
