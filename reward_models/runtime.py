@@ -123,6 +123,27 @@ def checkpoint_version(path: str, model: Any) -> str:
     return f"{directory.resolve().name}-{digest.hexdigest()[:12]}"
 
 
+# Config fields by which a causal LM's forward changes its LM head's logits (Cohere's logit_scale, Granite's and
+# HyperCLOVA X's logits_scaling, Falcon-H1's lm_head_multiplier, ...): prm_lm applies the head itself, at the tags only.
+LOGIT_SCALES = ("logit_scale", "logits_scaling", "lm_head_multiplier", "output_multiplier")
+
+
+def _head_not_plain(config: Any) -> str | None:
+    """Why a causal LM's logits are not its bare LM head's (prm_lm reads the head at the tags), or None."""
+    configs = [config]
+    text = getattr(config, "get_text_config", None)
+    if callable(text) and (inner := text()) is not config:
+        configs.append(inner)
+    for each in configs:
+        if getattr(each, "final_logit_softcapping", None):
+            return "kind prm_lm does not serve a model that caps its logits"
+        for field in LOGIT_SCALES:
+            scale = getattr(each, field, None)
+            if isinstance(scale, int | float) and scale != 1:
+                return f"kind prm_lm does not serve a model that scales its logits ({field})"
+    return None
+
+
 class LoadedModel:
     """One checkpoint in memory, with its tokenizer and the settings its inputs are cut to. Built in its device's
     thread at start or in the loader thread on a reload, then used from its device's thread only."""
@@ -162,9 +183,8 @@ class LoadedModel:
         if spec.kind == "prm" and config.num_labels != 2:
             why = f"kind prm needs a token-classification model with num_labels 2, this one has {config.num_labels}"
             raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: {why} (PRMTrainer's)", why)
-        if spec.kind == "prm_lm" and getattr(config, "final_logit_softcapping", None):
-            why = "kind prm_lm does not serve a model that caps its logits"  # read at the tags without the capping
-            raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: {why}", why)
+        if spec.kind == "prm_lm" and (head := _head_not_plain(config)):  # read at the tags from the bare LM head
+            raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: {head}", head)
         pad = config.pad_token_id
         if spec.kind != "rm":  # each step is read at its own position: padding is never read, any id does
             pad = next((i for i in (pad, self.tokenizer.pad_token_id, self.tokenizer.eos_token_id) if i is not None), 0)
@@ -187,7 +207,11 @@ class LoadedModel:
                 "max_position_embeddings unless set)"
             )
             raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: {why}", why)
-        self.version = checkpoint_version(spec.path, self.model)
+        try:
+            self.version = checkpoint_version(spec.path, self.model)
+        except OSError as exc:  # the checkpoint's files changed or became unreadable while it loaded
+            why = f"the checkpoint's files cannot be read ({type(exc).__name__})"
+            raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: {why}: {exc}", why) from None
 
     def score(self, inputs: Sequence[RmInput], stop: threading.Event, out: dict[int, Outcome]) -> None:
         """Put an outcome for each input into `out` as its batch finishes; stop between batches once `stop` is set."""

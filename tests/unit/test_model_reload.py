@@ -248,6 +248,20 @@ def test_eval_memory_keeps_the_serving_and_the_previous_versions_scores() -> Non
     assert memory.recall("m", "v3") == {"a": 3.0} and memory.recall("n", "w1") == {"b": 0.5}
 
 
+def test_a_checkpoint_whose_files_cannot_be_read_for_its_version_is_a_load_error(
+    checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An OSError while hashing the files (checkpoint_version) is a ModelLoadError, not a bare OSError (a 500)."""
+
+    def unreadable(path: str, model: Any) -> str:
+        raise PermissionError(f"[Errno 13] Permission denied: {path}/model.safetensors")
+
+    monkeypatch.setattr("reward_models.runtime.checkpoint_version", unreadable)
+    with pytest.raises(ModelLoadError) as failed:
+        LoadedModel("m", ModelSpec(path=str(checkpoints["a"]), max_tokens=64, batch_tokens=256))
+    assert "PermissionError" in failed.value.public and str(checkpoints["a"]) not in failed.value.public
+
+
 def test_reload_paths(tmp_path: Path) -> None:
     root, inside, outside = tmp_path / "root", tmp_path / "root" / "step-10", tmp_path / "other"
     inside.mkdir(parents=True)
