@@ -98,7 +98,7 @@ class ModelComponent:
         by_model: dict[str, list[Any]] = {}
         for job in jobs:
             by_model.setdefault(job.model, []).append(job)
-        pins = self._pins.setdefault(owner, {})
+        pins = self._pins.setdefault(owner, {})  # the owner must be weakly referable: the engine's Request is
         scored = await asyncio.gather(
             *(self._pinned(model, group, deadline, pins) for model, group in by_model.items()), return_exceptions=True
         )
