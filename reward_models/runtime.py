@@ -1,7 +1,8 @@
 """The model runtime: loads each configured checkpoint and runs its forward passes.
 
 - Off the event loop: one thread per device runs every model on it (a GPU runs one forward at a time anyway), so
-  the loop keeps answering health checks and scoring rules while a model works.
+  the loop keeps answering health checks and scoring rules while a model works. A reload loads the new checkpoint
+  in a loader thread of its own, so the device's thread scores with the old version meanwhile.
 - Batched under a token budget: a request's sequences are tokenized, sorted by length and cut into batches whose
   padded size is at most the model's `batch_tokens` (batching.batches). Memory is bounded by the budget, never by
   the request: 4,096 inputs of 8,000 tokens go through as many small forwards, not one (trl#4419 is GRPOTrainer's
@@ -122,9 +123,30 @@ def checkpoint_version(path: str, model: Any) -> str:
     return f"{directory.resolve().name}-{digest.hexdigest()[:12]}"
 
 
+# Config fields by which a causal LM's forward changes its LM head's logits (Cohere's logit_scale, Granite's and
+# HyperCLOVA X's logits_scaling, Falcon-H1's lm_head_multiplier, ...): prm_lm applies the head itself, at the tags only.
+LOGIT_SCALES = ("logit_scale", "logits_scaling", "lm_head_multiplier", "output_multiplier")
+
+
+def _head_not_plain(config: Any) -> str | None:
+    """Why a causal LM's logits are not its bare LM head's (prm_lm reads the head at the tags), or None."""
+    configs = [config]
+    text = getattr(config, "get_text_config", None)
+    if callable(text) and (inner := text()) is not config:
+        configs.append(inner)
+    for each in configs:
+        if getattr(each, "final_logit_softcapping", None):
+            return "kind prm_lm does not serve a model that caps its logits"
+        for field in LOGIT_SCALES:
+            scale = getattr(each, field, None)
+            if isinstance(scale, int | float) and scale != 1:
+                return f"kind prm_lm does not serve a model that scales its logits ({field})"
+    return None
+
+
 class LoadedModel:
-    """One checkpoint in memory, with its tokenizer and the settings its inputs are cut to. Used from its device's
-    thread only."""
+    """One checkpoint in memory, with its tokenizer and the settings its inputs are cut to. Built in its device's
+    thread at start or in the loader thread on a reload, then used from its device's thread only."""
 
     def __init__(self, name: str, spec: ModelSpec) -> None:
         import torch
@@ -161,9 +183,8 @@ class LoadedModel:
         if spec.kind == "prm" and config.num_labels != 2:
             why = f"kind prm needs a token-classification model with num_labels 2, this one has {config.num_labels}"
             raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: {why} (PRMTrainer's)", why)
-        if spec.kind == "prm_lm" and getattr(config, "final_logit_softcapping", None):
-            why = "kind prm_lm does not serve a model that caps its logits"  # read at the tags without the capping
-            raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: {why}", why)
+        if spec.kind == "prm_lm" and (head := _head_not_plain(config)):  # read at the tags from the bare LM head
+            raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: {head}", head)
         pad = config.pad_token_id
         if spec.kind != "rm":  # each step is read at its own position: padding is never read, any id does
             pad = next((i for i in (pad, self.tokenizer.pad_token_id, self.tokenizer.eos_token_id) if i is not None), 0)
@@ -186,7 +207,11 @@ class LoadedModel:
                 "max_position_embeddings unless set)"
             )
             raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: {why}", why)
-        self.version = checkpoint_version(spec.path, self.model)
+        try:
+            self.version = checkpoint_version(spec.path, self.model)
+        except OSError as exc:  # the checkpoint's files changed or became unreadable while it loaded
+            why = f"the checkpoint's files cannot be read ({type(exc).__name__})"
+            raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: {why}: {exc}", why) from None
 
     def score(self, inputs: Sequence[RmInput], stop: threading.Event, out: dict[int, Outcome]) -> None:
         """Put an outcome for each input into `out` as its batch finishes; stop between batches once `stop` is set."""
@@ -387,6 +412,7 @@ class ModelRuntime:
         self._stops: set[threading.Event] = set()
         self._reloading: set[str] = set()
         self._previous: dict[str, str] = {}  # name -> the version it served before its last reload changed it
+        self._loader: ThreadPoolExecutor | None = None  # reloads load here, off the devices' threads
         self._closed = False
 
     def _thread(self, device: str) -> ThreadPoolExecutor:
@@ -409,8 +435,9 @@ class ModelRuntime:
             log.info("model %s loaded: %s on %s, version %s", name, model.spec.path, model.spec.device, model.version)
 
     async def reload(self, name: str, path: str) -> tuple[str, str]:
-        """Load `path` as model `name` beside the version serving now, in the model's device thread, and swap once it
-        has loaded (one assignment: a request takes its model once, so it is scored wholly by one version); return
+        """Load `path` as model `name` beside the version serving now, in the runtime's loader thread (so the device's
+        thread goes on scoring with the old version meanwhile), and swap once it has loaded (one assignment: a call
+        takes its model once, and a request pins it for all its calls, so it is scored wholly by one version); return
         the previous version and the new one. Raises ReloadBusy while another reload of the model runs, and
         ModelLoadError (the old version still serving) when the new one cannot be served.
 
@@ -422,7 +449,9 @@ class ModelRuntime:
         try:
             spec = self.specs[name].model_copy(update={"path": path})
             thread = self._thread(spec.device)
-            new = await asyncio.get_running_loop().run_in_executor(thread, LoadedModel, name, spec)
+            if self._loader is None:  # a thread per model: each model has at most one reload under way
+                self._loader = ThreadPoolExecutor(len(self.specs), thread_name_prefix="model-loader")
+            new = await asyncio.get_running_loop().run_in_executor(self._loader, LoadedModel, name, spec)
             if self._closed:  # closed while it loaded: nothing to serve it to
                 raise ModelLoadError(f"model {name!r}: the service closed while it loaded", "the service is closing")
             old = self._models[name]
@@ -445,6 +474,8 @@ class ModelRuntime:
         for stop in self._stops:
             stop.set()
         threads, self._threads = list(self._threads.values()), {}
+        if self._loader is not None:
+            threads.append(self._loader)
         await asyncio.gather(*(asyncio.to_thread(thread.shutdown, True, cancel_futures=True) for thread in threads))
         self._models = {}
 
@@ -472,17 +503,25 @@ class ModelRuntime:
             }
         return shown
 
-    async def score(self, name: str, inputs: Sequence[RmInput], deadline: float) -> tuple[str, list[Outcome | None]]:
+    def pin(self, name: str) -> LoadedModel:
+        """The version of the model serving now, for a caller that makes several calls and wants them all scored by
+        it (a request's two rounds): pass it back as `model`. Holding it keeps it in memory past a reload."""
+        return self._models[name]
+
+    async def score(
+        self, name: str, inputs: Sequence[RmInput], deadline: float, model: LoadedModel | None = None
+    ) -> tuple[str, list[Outcome | None]]:
         """The model's version and an outcome per input, scored by the loop time `deadline`; None for an input not
-        scored by then (the thread stops after the batch it is running)."""
-        model = self._models[name]  # this request is scored by this version, whatever happens meanwhile
+        scored by then (the thread stops after the batch it is running). `model`: a version `pin` gave, else the
+        one serving now."""
+        model = model or self._models[name]  # this call is scored by this version, whatever happens meanwhile
         return await self._call(model, model.score, inputs, deadline)
 
     async def score_steps(
-        self, name: str, inputs: Sequence[PrmInput], deadline: float
+        self, name: str, inputs: Sequence[PrmInput], deadline: float, model: LoadedModel | None = None
     ) -> tuple[str, list[Outcome | None]]:
         """As `score`, for a process reward model: each outcome has its steps' scores."""
-        model = self._models[name]
+        model = model or self._models[name]
         return await self._call(model, model.score_steps, inputs, deadline)
 
     async def _call(

@@ -14,7 +14,7 @@ from typing import Any, cast
 from verifier_service.pool import TaskTimeout
 from verifier_service.schema import ComponentResult, ItemResult, ScoreItem, Verdict
 from verifier_service.scoring import GATED, POOLED
-from verifier_service.scoring.pooled import PooledComponent, Resources, cancel, deadline_exceeded
+from verifier_service.scoring.pooled import PooledComponent, Request, Resources, cancel, deadline_exceeded
 from verifier_service.scoring.texts import (
     ITEM_FAILED,
     TextTask,
@@ -89,7 +89,7 @@ class Engine:
 
     async def score(self, items: list[ScoreItem]) -> list[ItemResult]:
         deadline = asyncio.get_running_loop().time() + self.settings.batch_timeout_s
-        owner = object()  # this request: its tasks share the worker pool fairly with other requests'
+        owner = Request()  # this request: its tasks share the worker pool fairly with other requests'
         # Many items' text components go to the worker pool, in chunks, while this process extracts the math
         # answers; a few are scored in place, where sending them would cost more than the work.
         sent: list[_Chunk] = []

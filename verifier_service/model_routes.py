@@ -3,8 +3,9 @@ key as scoring. Thin: the checks and the eval are model_update.py's, the load an
 
 Statuses: 404, no such model; 409, a reload of it is under way; 413, an eval over the batch limits; 422, a body or a
 path this server refuses, a checkpoint that cannot be served (the old version serves on), or an eval of a model that
-is not an rm; 503, no memory on the device to load the new version beside the old (which serves on). No answer
-repeats the path or the loader's message (logged), which may quote the checkpoint's files.
+is not an rm; 503, no memory on the device to load the new version beside the old (which serves on). No error
+answer repeats the path or the loader's message (logged), which may quote the checkpoint's files (the 200 answer
+shows the resolved path now serving, as GET /v1/models does).
 """
 
 from __future__ import annotations

@@ -74,9 +74,23 @@ class EvalMemory:
     def recall(self, name: str, version: str) -> dict[str, float]:
         return self._scores.get(name, {}).get(version, {})
 
-    def remember(self, name: str, version: str, scores: dict[str, float], previous: str | None) -> None:
-        kept = {v: s for v, s in self._scores.get(name, {}).items() if v == previous}
-        self._scores[name] = {**kept, version: scores}
+    def remember(
+        self, name: str, version: str, scores: dict[str, float], serving: str | None, previous: str | None
+    ) -> None:
+        """Keep an eval's scores by `version` if that is the version `serving` now or the `previous` one (an eval that
+        began before a reload may finish after it); keep both of theirs, forget any other version's.
+
+        >>> memory = EvalMemory()
+        >>> memory.remember("m", "v1", {"a": 1.0}, serving="v2", previous="v1")
+        >>> memory.remember("m", "v0", {"a": 0.0}, serving="v2", previous="v1")  # two reloads ago: not kept
+        >>> memory.recall("m", "v1"), memory.recall("m", "v0")
+        ({'a': 1.0}, {})
+        """
+        live = {serving, previous}
+        kept = {v: s for v, s in self._scores.get(name, {}).items() if v in live}
+        if version in live:
+            kept[version] = scores
+        self._scores[name] = kept
 
 
 def drift(now: dict[str, float], before: dict[str, float], previous: str) -> EvalDrift:
@@ -105,7 +119,7 @@ async def evaluate(
     previous = runtime.previous_version(name)
     if previous is not None and previous != version:
         response.drift = drift(scored, memory.recall(name, previous), previous)
-    memory.remember(name, version, scored, previous)
+    memory.remember(name, version, scored, runtime.status()[name]["version"], previous)
     return response
 
 

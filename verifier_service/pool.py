@@ -382,6 +382,7 @@ class WorkerPool:
         self._held[worker.owner] -= 1
         if self._held[worker.owner] <= 0:
             del self._held[worker.owner]
+        worker.owner = None  # an idle worker does not keep the request alive (nor what components keep for it)
 
     def _forget(self, owner: Hashable, waiter: asyncio.Future[_Worker]) -> None:
         for queues in (self._fresh, self._turns):

@@ -1034,8 +1034,8 @@ class StepsSpec(ComponentSpec):
 class ModelScoreSpec(CorrectnessGate):
     """The options every model component shares (rm, prm): how its score meets the rule's verdict. Beside a
     correctness component a model may rank answers within the rule's verdict, never lift a wrong answer to a right
-    one's reward (the order guard, unless allow_order_inversion): squash its score under the rule (a bounded score and
-    a weight below the rule's), or gate it on the rule (`gate: "right"`)."""
+    one's reward (the order guard, unless allow_order_inversion): with a bounded score (rm's transform sigmoid; prm's
+    always is), squash it under the rule (a weight below the rule's) or gate it on the rule (`gate: "right"`)."""
 
     order_hint: ClassVar[str]  # what a refusal by the order guard suggests for this component
 
@@ -1089,14 +1089,15 @@ class RmSpec(ModelScoreSpec):
     trained it (raw: prompt + completion + EOS, with the tokenizer's special tokens; chat: the chat template over a
     user and an assistant turn). The score is its logit at the last token that is not padding (or the logit's
     sigmoid); the result names the model's version. Not a correctness component: beside one, it must not lift a wrong
-    answer to a right one's reward (the order guard): squash it under the rule (transform sigmoid and a weight below
-    the rule's), or gate it on the rule (gate right), or set allow_order_inversion."""
+    answer to a right one's reward (the order guard): bound it (transform sigmoid: raw logits stay refused either way),
+    then squash it under the rule (a weight below the rule's) or gate it on the rule (gate right); or set
+    allow_order_inversion."""
 
     verdicts = (Verdict.SCORED, Verdict.TOO_LONG, Verdict.MODEL_ERROR, Verdict.GATED_OUT, Verdict.PRIMARY_UNJUDGED)
     null_verdicts = (Verdict.TOO_LONG, Verdict.MODEL_ERROR, Verdict.PRIMARY_UNJUDGED)
     range_text = "any real number (transform raw); [0, 1] (transform sigmoid); 0 when gated out"
     reads_prompt = True
-    order_hint = 'rm: transform "sigmoid" with a weight below the rule\'s, or gate "right"'
+    order_hint = 'rm: transform "sigmoid", then a weight below the rule\'s or gate "right"'  # raw logits: neither
 
     model: str = Field(..., pattern=MODEL_NAME, description="The model's name on this server (VERIFIER_MODELS).")
     template: Literal["raw", "chat"] = Field(

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from reward_models import metrics
-from verifier_service.model_update import PathRefused, reload_path
+from verifier_service.model_update import EvalMemory, PathRefused, reload_path
 
 torch = pytest.importorskip("torch", reason="the `models` extra (torch, transformers) is not installed")
 
@@ -90,13 +90,47 @@ def test_a_call_that_took_the_old_version_is_scored_by_it(
             version_a = runtime.status()["m"]["version"]
             in_flight = asyncio.ensure_future(logit(runtime))
             await asyncio.to_thread(entered.wait, 30)
-            reload = asyncio.ensure_future(runtime.reload("m", str(checkpoints["b"])))
-            await asyncio.sleep(0.1)  # the reload has begun; its load waits for the device's thread, held above
-            assert not reload.done() and runtime.status()["m"]["reloading"] is True
+            _, version_b = await runtime.reload("m", str(checkpoints["b"]))  # loads and swaps while the call runs
+            assert not in_flight.done()
             release.set()
             assert (await in_flight)[0] == version_a
-            _, version_b = await reload
             assert (await logit(runtime))[0] == version_b
+        finally:
+            release.set()
+            await runtime.close()
+
+    asyncio.run(main())
+
+
+def test_the_old_version_scores_while_the_new_one_loads(
+    checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The load runs in a loader thread, not the device's: a call made while it loads is scored by the old version,
+    without waiting for it."""
+    started, release = threading.Event(), threading.Event()
+    init = LoadedModel.__init__
+
+    def slow(self: LoadedModel, name: str, spec: ModelSpec) -> None:
+        if spec.path == str(checkpoints["b"]):
+            started.set()
+            release.wait(120)
+        init(self, name, spec)
+
+    monkeypatch.setattr(LoadedModel, "__init__", slow)
+
+    async def main() -> None:
+        runtime = runtime_of(checkpoints["a"])
+        await runtime.start()
+        try:
+            version_a = runtime.status()["m"]["version"]
+            reload = asyncio.ensure_future(runtime.reload("m", str(checkpoints["b"])))
+            await asyncio.to_thread(started.wait, 30)
+            # behind the load in the device's thread, the call would wait for the release (120 s): 30 s fails it
+            assert (await asyncio.wait_for(logit(runtime), 30))[0] == version_a
+            assert runtime.status()["m"]["reloading"] is True
+            release.set()
+            _, version_b = await reload
+            assert (await logit(runtime))[0] == version_b != version_a
         finally:
             release.set()
             await runtime.close()
@@ -156,6 +190,76 @@ def test_a_load_that_fails_keeps_the_old_version_serving(checkpoints: dict[str, 
             await runtime.close()
 
     asyncio.run(main())
+
+
+def test_a_request_whose_two_rounds_straddle_a_reload_is_scored_by_one_version(
+    checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ungated rm items run in the engine's first round, `gate: "right"` ones in its second: a reload that finishes
+    between the two must not give the request's items two versions (the first round pins the version)."""
+    from fastapi.testclient import TestClient
+
+    from verifier_service.app import create_app
+    from verifier_service.settings import VerifierSettings
+
+    model = {"path": str(checkpoints["a"]), "max_tokens": 64, "batch_tokens": 256}
+    settings = VerifierSettings(math_workers=1, code_enabled=False, models={"m": model})
+    score, calls, old = ModelRuntime.score, list[str](), list[weakref.ref[LoadedModel]]()
+
+    async def reloaded_after_the_first(self: ModelRuntime, name: str, *args: Any) -> Any:
+        found = await score(self, name, *args)
+        calls.append(found[0])
+        if len(calls) == 1:  # a reload finishes between the request's two rounds
+            old.append(weakref.ref(self._models[name]))
+            await self.reload(name, str(checkpoints["b"]))
+        return found
+
+    monkeypatch.setattr(ModelRuntime, "score", reloaded_after_the_first)
+    rm = {"model": "m", "transform": "sigmoid"}
+    items = [
+        {"completion": "\\boxed{7}", "math": {"gold": "7"}, "rm": rm, "weights": {"math": 1, "rm": 0.5}},
+        {"completion": "\\boxed{7}", "math": {"gold": "7"}, "rm": {**rm, "gate": "right"}},
+    ]
+    with TestClient(create_app(settings)) as client:
+        before = client.get("/v1/models").json()
+        response = client.post("/v1/score", json={"items": items})
+        after = client.get("/v1/models").json()
+        gc.collect()
+        freed = old[0]() is None  # the pin went with the request: the old version is not kept beside the new one
+    assert response.status_code == 200, response.text
+    assert len(calls) == 2  # both rounds ran, and the reload swapped between them
+    assert before != after
+    found = {result["components"]["rm"]["model_version"] for result in response.json()["results"]}
+    assert found == {calls[0]} and len(set(calls)) == 1
+    assert freed
+
+
+def test_eval_memory_keeps_the_serving_and_the_previous_versions_scores() -> None:
+    """An eval that began on v1 and finishes after a reload to v2 (and after an eval on v2) keeps v2's scores."""
+    memory = EvalMemory()
+    memory.remember("m", "v1", {"a": 1.0}, serving="v1", previous=None)
+    memory.remember("m", "v2", {"a": 2.0}, serving="v2", previous="v1")  # after the reload
+    memory.remember("m", "v1", {"a": 1.5}, serving="v2", previous="v1")  # the eval that began on v1 ends
+    assert (memory.recall("m", "v2"), memory.recall("m", "v1")) == ({"a": 2.0}, {"a": 1.5})
+    memory.remember("m", "v3", {"a": 3.0}, serving="v3", previous="v2")  # another reload: v1 goes
+    memory.remember("m", "v1", {"a": 1.7}, serving="v3", previous="v2")  # an eval from two reloads ago: not kept
+    assert [memory.recall("m", v) for v in ("v3", "v2", "v1")] == [{"a": 3.0}, {"a": 2.0}, {}]
+    memory.remember("n", "w1", {"b": 0.5}, serving="w1", previous=None)  # models apart
+    assert memory.recall("m", "v3") == {"a": 3.0} and memory.recall("n", "w1") == {"b": 0.5}
+
+
+def test_a_checkpoint_whose_files_cannot_be_read_for_its_version_is_a_load_error(
+    checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An OSError while hashing the files (checkpoint_version) is a ModelLoadError, not a bare OSError (a 500)."""
+
+    def unreadable(path: str, model: Any) -> str:
+        raise PermissionError(f"[Errno 13] Permission denied: {path}/model.safetensors")
+
+    monkeypatch.setattr("reward_models.runtime.checkpoint_version", unreadable)
+    with pytest.raises(ModelLoadError) as failed:
+        LoadedModel("m", ModelSpec(path=str(checkpoints["a"]), max_tokens=64, batch_tokens=256))
+    assert "PermissionError" in failed.value.public and str(checkpoints["a"]) not in failed.value.public
 
 
 def test_reload_paths(tmp_path: Path) -> None:

@@ -172,6 +172,8 @@ def test_the_guard_refuses_exactly_the_items_where_a_model_can_lift_a_wrong_answ
             refused = False
         except ValidationError as exc:
             assert f"({name} with rm)" in str(exc) and 'gate "right"' in str(exc), exc
+            # raw logits are refused gated too: the hint bounds them first, whichever way it goes on
+            assert 'rm: transform "sigmoid", then a weight below the rule\'s or gate "right"' in str(exc), exc
             refused = True
         expected = rm_inverted(RmSpec(**options), (primary_weight, rm_weight), primary in PARTIAL)
         if refused != expected:

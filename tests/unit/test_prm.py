@@ -1,11 +1,14 @@
 """Process reward models in-process: the steps a completion is split into; the runtime's step path over a tiny
 random-weight token-classification model built here (forwards under the token budget, padding counted, each input's
 steps as scored alone; a failing forward costs only its input; a deadline stops it between batches); checkpoints of
-the wrong shape refused at load; and items naming a model of the wrong kind refused, with the field."""
+the wrong shape, and causal LMs whose logits are not their bare head's, refused at load; and items naming a model of
+the wrong kind refused, with the field."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +27,7 @@ torch = pytest.importorskip("torch", reason="the `models` extra (torch, transfor
 
 from reward_models.runtime import LoadedModel, ModelLoadError, ModelRuntime, Outcome, PrmInput  # noqa: E402
 from trainer_client.tiny_model import (  # noqa: E402
+    build_model,
     build_process_reward_model,
     build_reward_model,
     build_tokenizer,
@@ -145,6 +149,26 @@ def test_checkpoints_of_the_wrong_shape_are_refused_at_load(tmp_path: Path, chec
         LoadedModel("m", ModelSpec(path=str(tmp_path), kind="prm"))
     with pytest.raises(ModelLoadError, match="model 'm': kind rm needs"):
         LoadedModel("m", ModelSpec(path=str(checkpoint), kind="rm"))
+
+
+def test_a_causal_lm_whose_logits_are_not_its_bare_heads_is_refused_as_prm_lm(tmp_path: Path) -> None:
+    """prm_lm applies the LM head itself at the tags: a model whose forward scales or caps the head's logits would be
+    read without that, so it is refused at load (a scale of 1 changes nothing and loads)."""
+    build_tokenizer(tmp_path, training_text(gsm8k_rows(20, seed=1)))
+    build_model(tmp_path, max_positions=128)
+    config = json.loads((tmp_path / "config.json").read_text())
+    spec = ModelSpec(path=str(tmp_path), kind="prm_lm")
+    for extra, why in [
+        ({"logit_scale": 0.0625}, "scales its logits (logit_scale)"),  # Cohere's
+        ({"logits_scaling": 8.0}, "scales its logits (logits_scaling)"),  # Granite's
+        ({"final_logit_softcapping": 30.0}, "caps its logits"),  # Gemma 2's
+    ]:
+        (tmp_path / "config.json").write_text(json.dumps({**config, **extra}))
+        refused = re.escape(f"model 'm': kind prm_lm does not serve a model that {why}")
+        with pytest.raises(ModelLoadError, match=refused):
+            LoadedModel("m", spec)
+    (tmp_path / "config.json").write_text(json.dumps({**config, "logits_scaling": 1.0}))
+    assert LoadedModel("m", spec).spec.kind == "prm_lm"
 
 
 SETTINGS = {

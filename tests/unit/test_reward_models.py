@@ -20,6 +20,7 @@ from reward_models.batching import batches
 from reward_models.spec import ModelSpec
 from verifier_service.runtime import item_problem
 from verifier_service.schema import ScoreItem
+from verifier_service.scoring.pooled import Request
 from verifier_service.settings import VerifierSettings
 
 torch = pytest.importorskip("torch", reason="the `models` extra (torch, transformers) is not installed")
@@ -167,7 +168,7 @@ def run_component(runtime: ModelRuntime, items: list[ScoreItem], seconds: float)
     async def main() -> dict[Any, Any]:
         await runtime.start()
         try:
-            return dict(await component.run(jobs, asyncio.get_running_loop().time() + seconds, object()))
+            return dict(await component.run(jobs, asyncio.get_running_loop().time() + seconds, Request()))
         finally:
             await runtime.close()
 

@@ -8,7 +8,9 @@ same way for every such component:
 - `prepare(item, spec)`, on the event loop: either the item's result (settled without a worker: no answer, plain
   numbers, a cached verdict) or a job, a hashable value; equal jobs of one request are run once;
 - `run(jobs, deadline, owner)`: a result for every job, by the loop time `deadline` (a job not done by then is
-  `deadline_exceeded`, null), sharing the pool fairly with other requests (`owner` is the request).
+  `deadline_exceeded`, null), sharing the pool fairly with other requests (`owner` is the request, a `Request`: a
+  component may keep what must last the whole request in a weak mapping keyed by it, as rm and prm pin each model's
+  version for both rounds).
 
 An item whose spec reads correctness (`spec.reads_correctness()`: rm with `gate: "right"`) is prepared in a second
 round, once every other component (the one it reads included) is scored: `spec.settled_by_gate(correctness)` settles
@@ -57,6 +59,13 @@ class Resources:
         """The math worker pool: the engine sends text chunks to it too, so every runtime has one."""
         pool: WorkerPool = self.parts["math_workers"].pool  # type: ignore[attr-defined]
         return pool
+
+
+class Request:
+    """One request, the `owner` the engine passes to `run`: compared by identity, and weakly referable, so that what a
+    component keeps for the request goes with it."""
+
+    __slots__ = ("__weakref__",)
 
 
 class PooledComponent(Protocol):

@@ -23,7 +23,7 @@ from verifier_service.scoring.pooled import deadline_exceeded
 from verifier_service.scoring.rm import ModelComponent
 
 if TYPE_CHECKING:
-    from reward_models.runtime import Outcome, PrmInput
+    from reward_models.runtime import LoadedModel, Outcome, PrmInput
 
 FAILED = {
     "too_long": (Verdict.TOO_LONG, "the steps' layout has {tokens} tokens, more than the model's max_tokens"),
@@ -111,10 +111,12 @@ class PrmComponent(ModelComponent):
             item.prompt, item.completion, spans,
         )  # fmt: skip
 
-    async def _score(self, model: str, group: list[PrmJob], deadline: float) -> dict[Any, ComponentResult]:
+    async def _score(
+        self, model: str, group: list[PrmJob], deadline: float, loaded: LoadedModel
+    ) -> dict[Any, ComponentResult]:
         """Each job's result, the model run once per distinct input."""
         inputs = list(dict.fromkeys(job.input() for job in group))
-        version, outcomes = await self._runtime(model).score_steps(model, inputs, deadline)
+        version, outcomes = await self._runtime(model).score_steps(model, inputs, deadline, loaded)
         by_input = dict(zip(inputs, outcomes, strict=True))
         results: dict[Any, ComponentResult] = {}
         for job in group:

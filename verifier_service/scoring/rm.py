@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ from verifier_service.schema import ComponentResult, RmSpec, ScoreItem, Verdict
 from verifier_service.scoring.pooled import ITEM_FAILED, Resources, deadline_exceeded
 
 if TYPE_CHECKING:
-    from reward_models.runtime import ModelRuntime, Outcome, RmInput
+    from reward_models.runtime import LoadedModel, ModelRuntime, Outcome, RmInput
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,12 @@ def judged(job: RmJob, outcome: Outcome, version: str) -> ComponentResult:
 
 class ModelComponent:
     """The base of a component scored by the model runtime (rm, prm): jobs made on the loop (each has a `model`), run
-    model by model; a subclass gives `reads`, `prepare` and `_score` (one model's jobs)."""
+    model by model; a subclass gives `reads`, `prepare` and `_score` (one model's jobs).
+
+    A request is scored wholly by one version of each model, though it may run jobs twice (ungated items in the
+    engine's first round, `gate: "right"` ones in its second) and a reload may swap the model between the two: the
+    first run pins the version serving then (`ModelRuntime.pin`), per request (`owner`, held weakly: the pin goes
+    with the request), and the second run scores with that pinned version."""
 
     name = "model"
 
@@ -84,6 +90,7 @@ class ModelComponent:
         models = resources.part("models")
         self.settings = resources.settings
         self.runtime: ModelRuntime | None = models.runtime if models is not None else None
+        self._pins: weakref.WeakKeyDictionary[object, dict[str, LoadedModel]] = weakref.WeakKeyDictionary()
 
     async def run(
         self, jobs: Mapping[Any, Sequence[int]], deadline: float, owner: object
@@ -91,8 +98,9 @@ class ModelComponent:
         by_model: dict[str, list[Any]] = {}
         for job in jobs:
             by_model.setdefault(job.model, []).append(job)
+        pins = self._pins.setdefault(owner, {})  # the owner must be weakly referable: the engine's Request is
         scored = await asyncio.gather(
-            *(self._score(model, group, deadline) for model, group in by_model.items()), return_exceptions=True
+            *(self._pinned(model, group, deadline, pins) for model, group in by_model.items()), return_exceptions=True
         )
         results: dict[Any, ComponentResult] = {}
         for group, found in zip(by_model.values(), scored, strict=True):
@@ -104,12 +112,24 @@ class ModelComponent:
                 results.update(found)
         return results
 
+    async def _pinned(
+        self, model: str, group: list[Any], deadline: float, pins: dict[str, LoadedModel]
+    ) -> dict[Any, ComponentResult]:
+        """The group scored by the request's version of `model`: the one pinned by its first run, else the one
+        serving now (pinned from here on)."""
+        if model not in pins:
+            pins[model] = self._runtime(model).pin(model)
+        return await self._score(model, group, deadline, pins[model])
+
     def _runtime(self, model: str) -> ModelRuntime:
         if self.runtime is None:  # the request was checked against VERIFIER_MODELS: not reached
             raise RuntimeError(f"no model runtime, yet an item names model {model!r}")
         return self.runtime
 
-    async def _score(self, model: str, group: list[Any], deadline: float) -> dict[Any, ComponentResult]:
+    async def _score(
+        self, model: str, group: list[Any], deadline: float, loaded: LoadedModel
+    ) -> dict[Any, ComponentResult]:
+        """Each job's result, scored by `loaded`, the request's version of `model`."""
         raise NotImplementedError
 
 
@@ -125,10 +145,12 @@ class RmComponent(ModelComponent):
         keep_end = spec.on_overflow == "keep_end"
         return RmJob(spec.model, spec.template, keep_end, spec.transform, item.prompt, item.completion)
 
-    async def _score(self, model: str, group: list[RmJob], deadline: float) -> dict[Any, ComponentResult]:
+    async def _score(
+        self, model: str, group: list[RmJob], deadline: float, loaded: LoadedModel
+    ) -> dict[Any, ComponentResult]:
         """Each job's result, the model run once per distinct input."""
         inputs = list(dict.fromkeys(job.input() for job in group))
-        version, outcomes = await self._runtime(model).score(model, inputs, deadline)
+        version, outcomes = await self._runtime(model).score(model, inputs, deadline, loaded)
         by_input = dict(zip(inputs, outcomes, strict=True))
         results = {}
         for job in group:
