@@ -179,9 +179,15 @@ def test_what_the_deadline_left_unscored_is_deadline_exceeded(
     checkpoint: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     logits = LoadedModel.logits
+    calls = [0]
 
     def slow(self: LoadedModel, rows: Sequence[Any]) -> list[float]:
-        threading.Event().wait(0.5)
+        """The first batch at once; every later one held a second past the 3-second deadline, so what is scored by
+        then does not depend on how busy the machine is (before, each batch took 0.5 s against a 1 s deadline, and on
+        a loaded machine none finished)."""
+        calls[0] += 1
+        if calls[0] > 1:
+            threading.Event().wait(4.0)
         return logits(self, rows)
 
     monkeypatch.setattr(LoadedModel, "logits", slow)
@@ -189,7 +195,8 @@ def test_what_the_deadline_left_unscored_is_deadline_exceeded(
         ScoreItem.model_validate({"prompt": item.prompt, "completion": item.completion, "rm": {"model": "m"}})
         for item in texts(24)
     ]
-    _, results = run_component(runtime_of(checkpoint, batch_tokens=64), items, seconds=1.0)
+    _, results = run_component(runtime_of(checkpoint, batch_tokens=64), items, seconds=3.0)
+    assert calls[0] >= 2  # the premise: a second batch was started, and held past the deadline
     verdicts = [(result.score is None, result.verdict) for result in results.values()]
     assert (False, "scored") in verdicts and (True, "deadline_exceeded") in verdicts
     assert set(verdicts) == {(False, "scored"), (True, "deadline_exceeded")}
