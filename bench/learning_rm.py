@@ -50,6 +50,14 @@ def own_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]
     parser.add_argument("--rm-weight", type=float, default=0.5, help="the model's weight (math's is 1)")
     parser.add_argument("--rm-method", choices=("pairs", "outcome"), default="pairs")
     parser.add_argument("--rm-lr", type=float, default=1e-4, help="the reward model's learning rate")
+    parser.add_argument("--rm-epochs", type=int, default=1, help="passes over the outcomes kept, per update")
+    parser.add_argument(
+        "--scale-rewards",
+        choices=("group", "batch", "none"),
+        default="group",
+        help="GRPOConfig's scale_rewards, for every run: group divides each group's advantages by its own std, so "
+        "in a group the rule scores alike the model's small differences become the whole signal",
+    )
     return parser.parse_known_args(argv)
 
 
@@ -100,20 +108,26 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "--online_rm_every", str(extra.rm_every),
             "--online_rm_method", extra.rm_method,
             "--online_rm_learning_rate", str(extra.rm_lr),
+            "--online_rm_epochs", str(extra.rm_epochs),
             "--online_rm_output_dir", str(out / f"{name}-updates"),
         )  # fmt: skip
 
+    scaling = ("--scale_rewards", extra.scale_rewards)
     variants = [
-        Variant("run", task.train, label="rule"),
-        Variant("rm", task.train, with_model("rm_run"), label="rule + online reward model"),
-        *([] if args.no_control else [Variant("control", task.control, with_model("rm_control"), "control")]),
+        Variant("run", task.train, scaling, label="rule"),
+        Variant("rm", task.train, (*scaling, *with_model("rm_run")), label="rule + online reward model"),
+        *(
+            []
+            if args.no_control
+            else [Variant("control", task.control, (*scaling, *with_model("rm_control")), "control")]
+        ),
     ]
     summary = run(args, MATH, task, variants, settings, prepare)
-    ranking = [
-        (entry["step"], entry["online_rm/ranking_accuracy"])
-        for entry in summary["rm"]["log"]
-        if entry.get("online_rm/ranking_accuracy") is not None
-    ]
+    ranking: list[tuple[int, float]] = []  # at each update: the first step that logged a new evaluation
+    for entry in summary["rm"]["log"]:
+        value = entry.get("online_rm/ranking_accuracy")
+        if value is not None and (not ranking or value != ranking[-1][1]):
+            ranking.append((entry["step"], value))
     summary["rm_ranking"] = ranking
     mean = {
         key: sum(p["accuracy"] for p in summary[key]["curve"]) / len(summary[key]["curve"]) for key in ("run", "rm")
@@ -131,7 +145,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     }
     (out / "summary-rm.json").write_text(json.dumps(brief, indent=1) + "\n")
     print(json.dumps(brief))
-    print("reward model's held-out ranking accuracy by step: " + ", ".join(f"{s}: {a:.3f}" for s, a in ranking))
+    print("reward model's held-out ranking accuracy after each update (step): "
+          + ", ".join(f"{s}: {a:.3f}" for s, a in ranking))  # fmt: skip
     if not args.smoke:
         control = summary.get("control_after")
         met = {

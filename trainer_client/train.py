@@ -232,6 +232,7 @@ class VerifierScriptArguments:
         default="pairs", metadata={"help": "pairs (RewardTrainer on right/wrong pairs) or outcome (PRIME's loss)."}
     )
     online_rm_learning_rate: float = field(default=1e-4, metadata={"help": "The reward model's learning rate."})
+    online_rm_epochs: int = field(default=1, metadata={"help": "Passes over the outcomes kept, per update."})
     online_rm_checkpoint: str | None = field(
         default=None, metadata={"help": "The checkpoint to start from; default: its path in GET /v1/models."}
     )
@@ -294,7 +295,7 @@ HELP_GROUPS: dict[str, tuple[str, ...]] = {
     "rewards": ("reward_components", "reward_options", "combined_reward", "allow_order_inversion", "async_rewards",
                 "format_prefilled", "log_timings"),
     "online reward model": ("online_rm", "online_rm_every", "online_rm_method", "online_rm_learning_rate",
-                            "online_rm_checkpoint", "online_rm_output_dir"),
+                            "online_rm_epochs", "online_rm_checkpoint", "online_rm_output_dir"),
     "data": ("dataset_name", "dataset_config", "dataset_train_split", "dataset_test_split", "prompt_column",
              "solution_column", "tests_column", "options_column", "tests_in_prompt", "options_in_prompt",
              "spec_column", "dataset_shape", "sql_databases", "max_train_samples", "system_prompt", "check_data"),
@@ -605,6 +606,7 @@ def online_reward_model(args: VerifierScriptArguments, rewards: Sequence[Any], o
         outcome_from=outcome_from,
         method=cast(Any, args.online_rm_method),
         learning_rate=args.online_rm_learning_rate,
+        epochs=args.online_rm_epochs,
         base_url=args.verifier_url,
         api_key=api_key_or_env(args.verifier_api_key),
     )
