@@ -19,11 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from reward_models.layout import StepLayout, step_spans
 from verifier_service.schema import ComponentResult, PrmSpec, ScoreItem, StepScore, Verdict
-from verifier_service.scoring.pooled import deadline_exceeded
 from verifier_service.scoring.rm import ModelComponent
 
 if TYPE_CHECKING:
-    from reward_models.runtime import LoadedModel, Outcome, PrmInput
+    from reward_models.runtime import LoadedModel, ModelRuntime, Outcome, PrmInput
 
 FAILED = {
     "too_long": (Verdict.TOO_LONG, "the steps' layout has {tokens} tokens, more than the model's max_tokens"),
@@ -111,15 +110,10 @@ class PrmComponent(ModelComponent):
             item.prompt, item.completion, spans,
         )  # fmt: skip
 
-    async def _score(
-        self, model: str, group: list[PrmJob], deadline: float, loaded: LoadedModel
-    ) -> dict[Any, ComponentResult]:
-        """Each job's result, the model run once per distinct input."""
-        inputs = list(dict.fromkeys(job.input() for job in group))
-        version, outcomes = await self._runtime(model).score_steps(model, inputs, deadline, loaded)
-        by_input = dict(zip(inputs, outcomes, strict=True))
-        results: dict[Any, ComponentResult] = {}
-        for job in group:
-            outcome = by_input[job.input()]
-            results[job] = deadline_exceeded(self.settings) if outcome is None else judged(job, outcome, version)
-        return results
+    async def _forward(
+        self, runtime: ModelRuntime, model: str, inputs: list[Any], deadline: float, loaded: LoadedModel
+    ) -> tuple[str, list[Outcome | None]]:
+        return await runtime.score_steps(model, inputs, deadline, loaded)
+
+    def _judged(self, job: PrmJob, outcome: Outcome, version: str) -> ComponentResult:
+        return judged(job, outcome, version)

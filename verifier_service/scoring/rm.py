@@ -77,7 +77,8 @@ def judged(job: RmJob, outcome: Outcome, version: str) -> ComponentResult:
 
 class ModelComponent:
     """The base of a component scored by the model runtime (rm, prm): jobs made on the loop (each has a `model`), run
-    model by model; a subclass gives `reads`, `prepare` and `_score` (one model's jobs).
+    model by model; a subclass gives `reads`, `prepare`, `_forward` (the runtime's call for its kind of model) and
+    `_judged` (an outcome's result).
 
     A request is scored wholly by one version of each model, though it may run jobs twice (ungated items in the
     engine's first round, `gate: "right"` ones in its second) and a reload may swap the model between the two: the
@@ -129,7 +130,25 @@ class ModelComponent:
     async def _score(
         self, model: str, group: list[Any], deadline: float, loaded: LoadedModel
     ) -> dict[Any, ComponentResult]:
-        """Each job's result, scored by `loaded`, the request's version of `model`."""
+        """Each job's result, scored by `loaded`, the request's version of `model`: the model run once per distinct
+        input; what the deadline left unscored is deadline_exceeded."""
+        inputs = list(dict.fromkeys(job.input() for job in group))
+        version, outcomes = await self._forward(self._runtime(model), model, inputs, deadline, loaded)
+        by_input = dict(zip(inputs, outcomes, strict=True))
+        results: dict[Any, ComponentResult] = {}
+        for job in group:
+            outcome = by_input[job.input()]
+            results[job] = deadline_exceeded(self.settings) if outcome is None else self._judged(job, outcome, version)
+        return results
+
+    async def _forward(
+        self, runtime: ModelRuntime, model: str, inputs: list[Any], deadline: float, loaded: LoadedModel
+    ) -> tuple[str, list[Outcome | None]]:
+        """The runtime's call for this kind of model: its version and an outcome per input (None: not reached)."""
+        raise NotImplementedError
+
+    def _judged(self, job: Any, outcome: Outcome, version: str) -> ComponentResult:
+        """The component's result for the model's outcome on the job's input."""
         raise NotImplementedError
 
 
@@ -145,15 +164,10 @@ class RmComponent(ModelComponent):
         keep_end = spec.on_overflow == "keep_end"
         return RmJob(spec.model, spec.template, keep_end, spec.transform, item.prompt, item.completion)
 
-    async def _score(
-        self, model: str, group: list[RmJob], deadline: float, loaded: LoadedModel
-    ) -> dict[Any, ComponentResult]:
-        """Each job's result, the model run once per distinct input."""
-        inputs = list(dict.fromkeys(job.input() for job in group))
-        version, outcomes = await self._runtime(model).score(model, inputs, deadline, loaded)
-        by_input = dict(zip(inputs, outcomes, strict=True))
-        results = {}
-        for job in group:
-            outcome = by_input[job.input()]
-            results[job] = deadline_exceeded(self.settings) if outcome is None else judged(job, outcome, version)
-        return results
+    async def _forward(
+        self, runtime: ModelRuntime, model: str, inputs: list[Any], deadline: float, loaded: LoadedModel
+    ) -> tuple[str, list[Outcome | None]]:
+        return await runtime.score(model, inputs, deadline, loaded)
+
+    def _judged(self, job: RmJob, outcome: Outcome, version: str) -> ComponentResult:
+        return judged(job, outcome, version)
