@@ -102,21 +102,27 @@ def test_a_call_that_took_the_old_version_is_scored_by_it(
     asyncio.run(main())
 
 
+def held_load(monkeypatch: pytest.MonkeyPatch, path: Path, most_s: float) -> tuple[threading.Event, threading.Event]:
+    """Loading the checkpoint at `path` waits (up to `most_s`) for the second event, once it has set the first."""
+    started, release = threading.Event(), threading.Event()
+    init = LoadedModel.__init__
+
+    def slow(self: LoadedModel, name: str, spec: ModelSpec) -> None:
+        if spec.path == str(path):
+            started.set()
+            release.wait(most_s)
+        init(self, name, spec)
+
+    monkeypatch.setattr(LoadedModel, "__init__", slow)
+    return started, release
+
+
 def test_the_old_version_scores_while_the_new_one_loads(
     checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The load runs in a loader thread, not the device's: a call made while it loads is scored by the old version,
     without waiting for it."""
-    started, release = threading.Event(), threading.Event()
-    init = LoadedModel.__init__
-
-    def slow(self: LoadedModel, name: str, spec: ModelSpec) -> None:
-        if spec.path == str(checkpoints["b"]):
-            started.set()
-            release.wait(120)
-        init(self, name, spec)
-
-    monkeypatch.setattr(LoadedModel, "__init__", slow)
+    started, release = held_load(monkeypatch, checkpoints["b"], 120)
 
     async def main() -> None:
         runtime = runtime_of(checkpoints["a"])
@@ -141,16 +147,7 @@ def test_the_old_version_scores_while_the_new_one_loads(
 def test_a_second_reload_while_one_runs_is_refused(
     checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    started, release = threading.Event(), threading.Event()
-    init = LoadedModel.__init__
-
-    def slow(self: LoadedModel, name: str, spec: ModelSpec) -> None:
-        if spec.path == str(checkpoints["b"]):
-            started.set()
-            release.wait(30)
-        init(self, name, spec)
-
-    monkeypatch.setattr(LoadedModel, "__init__", slow)
+    started, release = held_load(monkeypatch, checkpoints["b"], 30)
 
     async def main() -> None:
         runtime = runtime_of(checkpoints["a"])
