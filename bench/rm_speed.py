@@ -4,6 +4,8 @@ same texts and the same device:
     python bench/rm_speed.py --device cuda --model-shape qwen0.5b --out "$OUT/rm.json"   # one H100 (expected ~1.5 min)
     python bench/rm_speed.py --sizes 64 256 --rounds 3                                 # CPU, tiny model
     python bench/rm_speed.py --smoke --out /tmp/rm.json                                # seconds (the test's run)
+    python bench/rm_speed.py --device cuda --model-shape qwen0.5b --phases long --long-sizes 64 4096 \
+        --long-tokens 8000 --out "$OUT/rm-long.json"                                    # one H100 (~5 min)
 
 - **The service**: `python -m verifier_service` with `VERIFIER_MODELS` naming the checkpoint on `--device`; each
   batch is one POST /v1/score of `rm` items (`{"model": NAME}`, template raw), timed from the request to the parsed
@@ -24,6 +26,12 @@ for both processes the memory nvidia-smi shows them holding after the size (the 
 caching allocator reserved so far: sizes run in ascending order, so it is the largest size's so far). The service
 does not report its own allocator's peak, so nvidia-smi's figure is the one the two share.
 
+The `long` phase is the memory bound: `--long-sizes` batches of completions of about `--long-tokens` tokens each (the
+bench's completions strung together), each batch one POST (one round: the point is memory, not a median). The
+service's GPU memory is sampled from nvidia-smi every half second while its request runs (its peak held); TRL's path
+gets the same batch in its one forward, and an out-of-memory error there is recorded as the result it is
+(trl#4419), not raised.
+
 Everything is built here from random weights (`--model-shape tiny`: hidden 32; `qwen0.5b`: Qwen2.5-0.5B's shape and
 vocabulary size, drawn on the device); nothing is downloaded. Results print per size as they come and go to `--out`
 (JSON) after each size, so a run stopped early keeps what it finished.
@@ -39,6 +47,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -71,11 +80,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per size and side (the median is kept)")
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), help="default: bfloat16 on cuda, float32 on cpu")
     parser.add_argument("--batch-tokens", type=int, default=65_536, help="the service's token budget per forward")
+    parser.add_argument("--phases", nargs="+", choices=("sizes", "long"), default=["sizes"])
+    parser.add_argument("--long-sizes", type=int, nargs="+", default=[64, 4096], help="items per long batch")
+    parser.add_argument("--long-tokens", type=int, default=8000, help="tokens per long completion, about")
+    parser.add_argument("--deadline", type=float, default=600, help="the service's batch deadline (s): past it, null")
+    parser.add_argument("--verifier-log", type=Path, help="keep the verifier's log here")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, one round: whether both sides run")
     parser.add_argument("--out", type=Path, help="a JSON file of the results (written after each size)")
     args = parser.parse_args(argv)
     if args.smoke:
         args.sizes, args.rounds = [4, 8], 1
+        args.long_sizes, args.long_tokens = [4], 1200
     args.sizes = sorted(args.sizes)  # ascending: nvidia-smi's reading after a size is that size's high-water mark
     args.dtype = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
     return args
@@ -96,10 +111,29 @@ def texts(size: int, seed: int) -> list[tuple[str, str]]:
     return pairs[:size]
 
 
-def build(path: Path, shape: str, device: str, lines: list[str]) -> None:
+def long_texts(size: int, tokens: int, tokenizer: Any) -> list[tuple[str, str]]:
+    """`size` distinct (prompt, completion) pairs of about `tokens` tokens each (at most that many, by the pieces'
+    own counts): the bench's completions strung together, each item starting at its own piece."""
+    pool = [completion for _, completion in texts(512, seed=7)]
+    counts = [len(ids) for ids in tokenizer(pool, add_special_tokens=False)["input_ids"]]
+    pairs = []
+    for index in range(size):
+        prompt = f"Problem set {index}: solve each problem and give the final answers.\n"
+        budget, pieces, at = tokens - 32, [], index % len(pool)
+        while budget - counts[at] - 2 >= 0:
+            pieces.append(pool[at])
+            budget -= counts[at] + 2  # the separator's tokens, about
+            at = (at + 1) % len(pool)
+        pairs.append((prompt, "\n\n".join(pieces)))
+    return pairs
+
+
+def build(path: Path, shape: str, device: str, lines: list[str], max_positions: int) -> None:
     build_tokenizer(path, lines, vocab_size=TOKENIZER_VOCAB[shape])
     vocab = QWEN_VOCAB if shape == "qwen0.5b" else None
-    build_reward_model(path, seed=0, vocab_size=vocab, device=device, **SHAPES[shape])
+    build_reward_model(
+        path, seed=0, vocab_size=vocab, device=device, **(SHAPES[shape] | {"max_positions": max_positions})
+    )
     if device == "cuda":
         import torch
 
@@ -122,10 +156,11 @@ def service_call(client: httpx.Client, url: str, pairs: list[tuple[str, str]]) -
     def call() -> list[float]:
         response = client.post(f"{url}/v1/score", json={"items": items})
         response.raise_for_status()
-        scores = [result["components"]["rm"]["score"] for result in response.json()["results"]]
-        if any(score is None for score in scores):  # a null is not a score: the timing would flatter the service
-            raise SystemExit(f"the service left {scores.count(None)} of {len(scores)} items unscored")
-        return scores
+        results = [result["components"]["rm"] for result in response.json()["results"]]
+        unscored = [result["verdict"] for result in results if result["score"] is None]
+        if unscored:  # a null is not a score: the timing would flatter the service
+            raise SystemExit(f"the service left {len(unscored)} of {len(results)} items unscored: {set(unscored)}")
+        return [result["score"] for result in results]
 
     return call
 
@@ -203,6 +238,96 @@ def measure_size(
     return row
 
 
+class GpuSampler:
+    """The most GPU memory nvidia-smi shows a process holding, sampled every `every` seconds in a thread while the
+    `with` block runs (MiB; None where nvidia-smi shows nothing, or not `active`)."""
+
+    def __init__(self, pid: int, active: bool, every: float = 0.5) -> None:
+        self.pid, self.active, self.every, self.peak = pid, active, every, None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while True:
+            held = process_gpu_mib().get(self.pid)
+            if held is not None:
+                self.peak = max(self.peak or 0, held)
+            if self._stop.wait(self.every):
+                return
+
+    def __enter__(self) -> GpuSampler:
+        if self.active:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self.active:
+            self._thread.join()
+
+
+def measure_long(
+    size: int, args: argparse.Namespace, client: httpx.Client, url: str, trl: TrlRewardModel, service_pid: int
+) -> dict[str, Any]:
+    """One batch of `size` long completions, once through the service and once through TRL's path, with the GPU
+    memory each held; TRL's out-of-memory error is a result."""
+    pairs = long_texts(size, args.long_tokens, trl.tokenizer)
+    sample = pairs[:64]
+    tokens = [len(ids) for ids in trl.tokenizer([p + c for p, c in sample], add_special_tokens=False)["input_ids"]]
+    items = [{"prompt": p, "completion": c, "rm": {"model": MODEL, "template": "raw"}} for p, c in pairs]
+    body = json.dumps({"items": items}).encode()
+    cuda = args.device == "cuda"
+    with GpuSampler(service_pid, cuda) as service_memory:
+        started = time.perf_counter()
+        response = client.post(f"{url}/v1/score", content=body, headers={"content-type": "application/json"})
+        service_s = time.perf_counter() - started
+    response.raise_for_status()
+    results = [result["components"]["rm"] for result in response.json()["results"]]
+    verdicts: dict[str, int] = {}
+    for result in results:
+        if result["score"] is None:
+            verdicts[result["verdict"]] = verdicts.get(result["verdict"], 0) + 1
+    row: dict[str, Any] = {
+        "size": size,
+        "request_mib": len(body) / 2**20,
+        "tokens_mean_first_64": sum(tokens) / len(tokens),
+        "tokens_max_first_64": max(tokens),
+        "service_s": service_s,
+        "service_scored": len(results) - sum(verdicts.values()),
+        "service_unscored": verdicts,
+        "service_peak_gpu_mib": service_memory.peak,
+    }
+    if cuda:
+        trl.torch.cuda.empty_cache()
+        trl.torch.cuda.reset_peak_memory_stats()
+    with GpuSampler(os.getpid(), cuda) as trl_memory:
+        started = time.perf_counter()
+        try:
+            trl_scores = trl.call(pairs)()
+            row["trl_scored"] = len(trl_scores)
+        except (MemoryError, trl.torch.OutOfMemoryError) as exc:
+            row["trl_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        row["trl_s"] = time.perf_counter() - started
+    row["trl_peak_gpu_mib"] = trl_memory.peak
+    if cuda:
+        row["trl_peak_allocated_mib"] = trl.torch.cuda.max_memory_allocated() / 2**20
+        trl.torch.cuda.empty_cache()
+    return row
+
+
+def long_line(row: dict[str, Any]) -> str:
+    line = (
+        f"long: {row['size']:>5} items of ~{row['tokens_mean_first_64']:.0f} tokens ({row['request_mib']:.0f} MiB of "
+        f"JSON): service {row['service_s']:.1f} s, {row['service_scored']} scored, unscored {row['service_unscored']},"
+        f" peak GPU held {row['service_peak_gpu_mib']} MiB; TRL "
+    )
+    if "trl_error" in row:
+        line += f"failed after {row['trl_s']:.1f} s ({row['trl_error'][:120]})"
+    else:
+        line += f"{row['trl_s']:.1f} s, {row['trl_scored']} scored"
+    return line + f", peak GPU held {row['trl_peak_gpu_mib']} MiB, allocated {row.get('trl_peak_allocated_mib')} MiB"
+
+
 def report_line(row: dict[str, Any]) -> str:
     line = (
         f"{row['size']:>5} items ({row['tokens_mean']:.0f} tokens mean, {row['tokens_max']} max): "
@@ -224,6 +349,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         raise SystemExit("--device cuda: no CUDA device here")
     report: dict[str, Any] = {
         "device": args.device,
+        "phases": args.phases,
         "model_shape": args.model_shape,
         "dtype": args.dtype,
         "rounds": args.rounds,
@@ -242,10 +368,12 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     print(f"machine: {json.dumps(report['machine'])}", flush=True)
     started = time.monotonic()
     checkpoint = work / "rm"
-    lines = [p + c for size in args.sizes for p, c in texts(size, seed=size)]
-    build(checkpoint, args.model_shape, args.device, lines)
-    print(f"checkpoint built in {time.monotonic() - started:.1f} s", flush=True)
+    lines = [p + c for size in args.sizes for p, c in texts(size, seed=size)] + [c for _, c in texts(512, seed=7)]
     max_tokens = SHAPES[args.model_shape]["max_positions"]
+    if "long" in args.phases:
+        max_tokens = max(max_tokens, args.long_tokens + 256)
+    build(checkpoint, args.model_shape, args.device, lines, max_tokens)
+    print(f"checkpoint built in {time.monotonic() - started:.1f} s", flush=True)
     spec = {
         "path": str(checkpoint),
         "device": args.device,
@@ -254,15 +382,17 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "batch_tokens": max(args.batch_tokens, max_tokens),
     }
     settings = {"VERIFIER_MODELS": json.dumps({MODEL: spec}), "VERIFIER_MATH_WORKERS": "1"}
-    settings["VERIFIER_BATCH_TIMEOUT_S"] = "600"
-    with verifier(log=work / "verifier.log", **settings) as url, httpx.Client(timeout=600) as client:
+    settings["VERIFIER_BATCH_TIMEOUT_S"] = str(args.deadline)
+    settings["VERIFIER_MAX_REQUEST_BYTES"] = str(2**30)  # the long phase's one request: ~130 MiB at 4,096 x 8,000
+    report["long"] = []
+    with verifier(log=work / "verifier.log", **settings) as url, httpx.Client(timeout=900) as client:
         service_pid = service_processes(url)[0]
         trl = TrlRewardModel(checkpoint, args.device, args.dtype)
         print(f"service and TRL model loaded at {time.monotonic() - started:.1f} s", flush=True)
         warm = texts(args.sizes[0], seed=0)  # one call each first: CUDA kernels, allocator, the service's imports
         service_call(client, url, warm)()
         trl.call(warm)()
-        for size in args.sizes:
+        for size in args.sizes if "sizes" in args.phases else ():
             row = measure_size(size, args, lambda pairs: service_call(client, url, pairs), trl)
             if args.device == "cuda":
                 held = process_gpu_mib()
@@ -272,8 +402,18 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             print(report_line(row), flush=True)
             if args.out:
                 args.out.write_text(json.dumps(report, indent=2))
+        for size in args.long_sizes if "long" in args.phases else ():
+            row = measure_long(size, args, client, url, trl, service_pid)
+            row["load_average"], row["elapsed_s"] = load_average(), time.monotonic() - started
+            report["long"].append(row)
+            print(long_line(row), flush=True)
+            if args.out:
+                args.out.write_text(json.dumps(report, indent=2))
     report["total_s"] = time.monotonic() - started
-    if args.device == "cuda" and all(row.get("service_gpu_mib") is None for row in report["sizes"]):
+    held = [row.get("service_gpu_mib") for row in report["sizes"]] + [
+        row["service_peak_gpu_mib"] for row in report["long"]
+    ]
+    if args.device == "cuda" and all(mib is None for mib in held):
         report["note"] = "nvidia-smi showed no per-process memory here (no nvidia-smi, or another PID namespace)"
     return report
 
@@ -286,7 +426,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="rm-bench-") as work:
-        report = run(args, Path(work))
+        try:
+            report = run(args, Path(work))
+        finally:
+            if args.verifier_log and (Path(work) / "verifier.log").exists():
+                shutil.copy(Path(work) / "verifier.log", args.verifier_log)
     if args.out:
         args.out.write_text(json.dumps(report, indent=2))
     print(f"done in {report['total_s']:.0f} s; load average {load_average()}", flush=True)
