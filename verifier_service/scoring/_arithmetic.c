@@ -1,6 +1,6 @@
 /* The steps component's reader in C: arithmetic.claims, some 50 times faster, for all but rare windows.
  *
- *     claims(text: str, fallback) -> [(start, end, right), ...] | None
+ *     claims(text: str, fallback) -> [(start, end, right), ...]
  *
  * The same reading as scoring/arithmetic.py (the reference: every rule is spelled out there, and each function here
  * is named after the Python it mirrors), over the same windows around each `=`, `≈`, `~`, `\approx`, `<<`, with the
@@ -10,11 +10,11 @@
  * so the result is the Python reader's in every case. It hands over a window where:
  *
  *   - a value does not fit 128 bits (a long number, a big product): Python's ints and Fractions compute it;
- *   - LaTeX's text is read (`\text{kg}`, `\mathrm{...}`, `\mbox{...}`: a unit word the Python reader looks into);
  *   - an HTML-like tag holds a non-ASCII character (the regex's \w is Unicode).
  *
- * and returns None (Python reads the whole text) where the text holds a non-ASCII decimal digit, which the regex's \d
- * reads as a digit. 8,000 tokens of dense arithmetic (bench/domains.py) take about 0.4 ms, against 24 ms in Python.
+ * It reads LaTeX's text words (`\text{kg}`, `\mathrm{...}`, `\mbox{...}`) itself, inside their braces too, and a decimal
+ * digit of any script (`٣`, `３`: the regex's \d), as int() reads it. 8,000 tokens of dense arithmetic
+ * (bench/domains.py) take about 0.3 ms, against 24 ms in Python.
  * tests/unit/test_arithmetic_compiled.py checks that this equals the Python reader on the steps tests' texts, edge
  * cases of each rule, the benchmark's texts, and seeded random text. Built by setup.py where a C compiler is; without
  * it arithmetic.py reads every window itself.
@@ -57,9 +57,9 @@ typedef struct {
     long budget;
     Claim *found;
     Py_ssize_t nfound, capfound;
-    /* the last `words` token read: how many words, the shortest, the first's length, where the last lies */
-    int nwords, shortest, first_len;
-    Py_ssize_t last_start, last_len;
+    /* the last `words` token read, as Reader.word sees it: how many words piece.split() makes, the shortest, whether
+     * the last is `x` or `X`, whether _first_word is one of _REMAINDER */
+    int nwords, shortest, last_x, remainder;
     /* the readers' buffers, kept from window to window: one for a window, one for an annotation inside it */
     int depth;
     struct Tok *toks[2];
@@ -217,7 +217,9 @@ static int rpow(Ctx *c, Rat base, Rat exponent, Rat *out) {
 
 /* ---- tokens: arithmetic._TOKEN, one match at a time ---------------------------------------------------------------- */
 
-static int is_digit(Py_UCS4 ch) { return ch >= '0' && ch <= '9'; }
+/* The regex's \d: a decimal digit of any script (`٣`, `３`), as int() and Fraction() read them. */
+static int is_digit(Py_UCS4 ch) { return (ch >= '0' && ch <= '9') || (ch >= 128 && Py_UNICODE_ISDECIMAL(ch)); }
+static int digit_value(Py_UCS4 ch) { return ch <= '9' ? (int)(ch - '0') : Py_UNICODE_TODECIMAL(ch); }
 static int is_alpha(Py_UCS4 ch) { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'); }
 static int superscript(Py_UCS4 ch) {
     return ch == 0x2070 || ch == 0xB9 || ch == 0xB2 || ch == 0xB3 || (ch >= 0x2074 && ch <= 0x2079);
@@ -251,7 +253,7 @@ static Tok number(Ctx *c, const Py_UCS4 *p, Py_ssize_t n, Py_ssize_t at, Py_ssiz
     for (Py_ssize_t i = 0; i < n; i++) commas += p[i] == ',', dots += p[i] == '.';
     if (!commas && !dots && n <= 36 && !(n > 1 && p[0] == '0')) { /* a whole number, the usual case */
         i128 value = 0;
-        for (Py_ssize_t i = 0; i < n; i++) value = value * 10 + (i128)(p[i] - '0');
+        for (Py_ssize_t i = 0; i < n; i++) value = value * 10 + (i128)digit_value(p[i]);
         t.kind = K_NUM;
         t.value = rint_(value);
         t.digits = n == 1 && p[0] == '0' ? 0 : (int)n;
@@ -287,7 +289,7 @@ static Tok number(Ctx *c, const Py_UCS4 *p, Py_ssize_t n, Py_ssize_t at, Py_ssiz
             continue;
         }
         if (ch == ',') continue;
-        value = add(c, mul(c, value, 10), (i128)(ch - '0'));
+        value = add(c, mul(c, value, 10), (i128)digit_value(ch));
         decimals += after;
     }
     i128 scale = pow10_(c, decimals);
@@ -307,10 +309,111 @@ static int starts(const Py_UCS4 *s, Py_ssize_t p, Py_ssize_t end, const char *w)
 /* Whether a letter follows at p (the regex's (?![A-Za-z]) fails there). */
 static int letter_at(const Py_UCS4 *s, Py_ssize_t p, Py_ssize_t end) { return p < end && is_alpha(s[p]); }
 
-/* A LaTeX text word of _W may start at p (`\text{kg}`, `\mathrm{...}`): this reader declines those (_first_word reads
- * inside them); \textbf and the like are declined too, which costs only speed. */
-static int text_word(const Py_UCS4 *s, Py_ssize_t p, Py_ssize_t end) {
-    return starts(s, p, end, "\\text") || starts(s, p, end, "\\mathrm") || starts(s, p, end, "\\mbox");
+/* _W's LaTeX text at p, \\(?:text|mathrm|textrm|mbox)\s*\{[^{}\n]{0,40}\} (`\text{kg}`): where it ends, -1 for none */
+static Py_ssize_t latex_text(const Py_UCS4 *s, Py_ssize_t p, Py_ssize_t end) {
+    static const char *const NAMES[] = {"\\text", "\\mathrm", "\\textrm", "\\mbox"};
+    for (size_t k = 0; k < sizeof(NAMES) / sizeof(NAMES[0]); k++) {
+        if (!starts(s, p, end, NAMES[k])) continue;
+        Py_ssize_t q = p + (Py_ssize_t)strlen(NAMES[k]);
+        while (q < end && Py_UNICODE_ISSPACE(s[q])) q++;
+        if (q >= end || s[q] != '{') continue;
+        Py_ssize_t open = ++q;
+        while (q < end && q - open <= 40 && s[q] != '{' && s[q] != '}' && s[q] != '\n') q++;
+        if (q < end && q - open <= 40 && s[q] == '}') return q + 1;
+    }
+    return -1;
+}
+
+/* _W at p: a LaTeX text or [A-Za-z]+; where it ends, -1 for none */
+static Py_ssize_t word_at(const Py_UCS4 *s, Py_ssize_t p, Py_ssize_t end) {
+    if (p < end && s[p] == '\\') return latex_text(s, p, end);
+    if (!letter_at(s, p, end)) return -1;
+    while (p < end && is_alpha(s[p])) p++;
+    return p;
+}
+
+/* Whether word[0:n], lowercased, is one of _REMAINDER (only ASCII letters lowercase to theirs) */
+static int remainder_word(const Py_UCS4 *word, Py_ssize_t n) {
+    static const char *const REMAINDER[] = {"remainder", "rem", "r"};
+    for (size_t k = 0; k < 3; k++) {
+        const char *name = REMAINDER[k];
+        if ((Py_ssize_t)strlen(name) != n) continue;
+        int same = 1;
+        for (Py_ssize_t i = 0; i < n; i++) same &= (word[i] | 0x20) == (Py_UCS4)name[i];
+        if (same) return 1;
+    }
+    return 0;
+}
+
+/* The shape of a run of words with LaTeX text in it (text[p:q]), as Reader.word reads it: piece.split()'s words (apart
+ * by any Unicode space, inside the braces too), and _first_word: the piece with each `\name{` and `}` made a space,
+ * split, its first word. */
+static void latex_words_shape(Ctx *c, Py_ssize_t p, Py_ssize_t q) {
+    const Py_UCS4 *s = c->s;
+    c->nwords = 0;
+    c->shortest = 1 << 30;
+    c->last_x = 0;
+    for (Py_ssize_t i = p; i < q;) {
+        while (i < q && Py_UNICODE_ISSPACE(s[i])) i++;
+        if (i == q) break;
+        Py_ssize_t word = i;
+        while (i < q && !Py_UNICODE_ISSPACE(s[i])) i++;
+        c->nwords++;
+        if (i - word < c->shortest) c->shortest = (int)(i - word);
+        c->last_x = i - word == 1 && (s[word] == 'x' || s[word] == 'X');
+    }
+    Py_UCS4 first[10]; /* the first word's start, as far as it can be one of _REMAINDER */
+    Py_ssize_t n = 0;
+    int begun = 0;
+    for (Py_ssize_t i = p; i < q; i++) {
+        Py_UCS4 ch = s[i];
+        if (ch == '\\' && i + 1 < q && is_alpha(s[i + 1])) { /* _LATEX_TEXT's \\[A-Za-z]+\s*\{ */
+            Py_ssize_t k = i + 1;
+            while (k < q && is_alpha(s[k])) k++;
+            while (k < q && Py_UNICODE_ISSPACE(s[k])) k++;
+            if (k < q && s[k] == '{') {
+                i = k;
+                ch = ' ';
+            }
+        }
+        if (ch == '}') ch = ' ';
+        if (Py_UNICODE_ISSPACE(ch)) {
+            if (begun) break;
+            continue;
+        }
+        begun = 1;
+        if (n == 10) break;
+        first[n++] = ch;
+    }
+    c->remainder = n < 10 && remainder_word(first, n);
+}
+
+/* The regex's `words`, _W(?:[ \t]+_W)*, from p where a _W starts; its shape in c (latex_words_shape's, read here in
+ * one pass for the usual run of plain words). */
+static int words(Ctx *c, Py_ssize_t p, Py_ssize_t end, int *kind, Py_ssize_t *stop) {
+    const Py_UCS4 *s = c->s;
+    Py_ssize_t q = p, first_len = 0;
+    int latex = 0;
+    c->nwords = 0;
+    c->shortest = 1 << 30;
+    for (;;) {
+        Py_ssize_t word = q;
+        latex |= s[q] == '\\';
+        q = word_at(s, q, end);
+        if (!c->nwords) first_len = q - word;
+        c->nwords++;
+        if (q - word < c->shortest) c->shortest = (int)(q - word);
+        c->last_x = q - word == 1 && (s[word] == 'x' || s[word] == 'X');
+        Py_ssize_t r = q;
+        while (r < end && (s[r] == ' ' || s[r] == '\t')) r++;
+        if (r == q || word_at(s, r, end) < 0) break;
+        q = r;
+    }
+    if (latex) latex_words_shape(c, p, q);
+    else c->remainder = remainder_word(s + p, first_len);
+    *kind = K_WORDS;
+    *stop = q;
+    return 1;
 }
 
 /* The match of _TOKEN that starts with a backslash at p, its alternatives in the regex's order; 0 to decline. */
@@ -371,7 +474,7 @@ static int latex_token(Ctx *c, Py_ssize_t p, Py_ssize_t end, int *kind, Py_ssize
         *stop = p + 2;
         return 1;
     }
-    if (text_word(s, p, end)) return 0;
+    if (latex_text(s, p, end) >= 0) return words(c, p, end, kind, stop);
     *kind = K_SKIP;
     if (next == '\\' || next == ',' || next == ';' || next == ':' || next == '!' || next == ' ' || next == '$') {
         *stop = p + 2;
@@ -517,31 +620,7 @@ static int next_token(Ctx *c, Py_ssize_t pos, Py_ssize_t end, int *kind, Py_ssiz
         *kind = K_PCT;
         return 1;
     }
-    if (is_alpha(ch)) { /* [A-Za-z]+(?:[ \t]+[A-Za-z]+)* */
-        Py_ssize_t q = p;
-        c->nwords = 0;
-        c->shortest = 1 << 30;
-        for (;;) {
-            Py_ssize_t word = q;
-            while (q < end && is_alpha(s[q])) q++;
-            if (!c->nwords) c->first_len = (int)(q - word);
-            c->nwords++;
-            if (q - word < c->shortest) c->shortest = (int)(q - word);
-            c->last_start = word;
-            c->last_len = q - word;
-            Py_ssize_t r = q;
-            while (r < end && (s[r] == ' ' || s[r] == '\t')) r++;
-            if (r > q && r < end && s[r] == '\\' && text_word(s, r, end)) return 0;
-            if (r > q && r < end && is_alpha(s[r])) {
-                q = r;
-                continue;
-            }
-            break;
-        }
-        *kind = K_WORDS;
-        *stop = q;
-        return 1;
-    }
+    if (is_alpha(ch)) return words(c, p, end, kind, stop);
     if (skip_char(ch)) {
         Py_ssize_t q = p;
         while (q < end && skip_char(s[q])) q++;
@@ -1028,8 +1107,8 @@ static void r_mixed(Reader *r, const Tok *first, Py_ssize_t num_at, Py_ssize_t n
                     Py_ssize_t den_end, Py_ssize_t stop) {
     Ctx *c = r->c;
     i128 numerator = 0, denominator = 0; /* int(...), clamped: only whether 0 < numerator < denominator counts */
-    for (Py_ssize_t i = num_at; i < num_end; i++) numerator = numerator > 100000000000 ? numerator : numerator * 10 + (c->s[i] - '0');
-    for (Py_ssize_t i = den_at; i < den_end; i++) denominator = denominator * 10 + (c->s[i] - '0');
+    for (Py_ssize_t i = num_at; i < num_end; i++) numerator = numerator > 100000000000 ? numerator : numerator * 10 + digit_value(c->s[i]);
+    for (Py_ssize_t i = den_at; i < den_end; i++) denominator = denominator * 10 + digit_value(c->s[i]);
     if (!(0 < numerator && numerator < denominator)) return;
     Tok t = {0};
     t.kind = K_NUM;
@@ -1092,8 +1171,6 @@ static void r_end_result(Reader *r, int kind, Py_ssize_t at, Py_ssize_t stop) {
     r_cut(r, 0, 0, 0);
 }
 
-static const char *const REMAINDER[] = {"remainder", "rem", "r"};
-
 /* Reader.word: piece = text[at:stop], words apart by spaces and tabs */
 static void r_word(Reader *r, Py_ssize_t at, Py_ssize_t stop, int spaced) {
     const Py_UCS4 *s = r->c->s;
@@ -1101,9 +1178,7 @@ static void r_word(Reader *r, Py_ssize_t at, Py_ssize_t stop, int spaced) {
     int operand = last != NULL && (last->kind == K_NUM || last->kind == K_CLOSE || last->kind == K_PCT ||
                                    last->kind == K_SUP);
     Ctx *c = r->c; /* the words' shape, as next_token read them */
-    int nwords = c->nwords, shortest = c->shortest, first_len = c->first_len;
-    Py_ssize_t last_start = c->last_start, last_len = c->last_len;
-    int last_x = last_len == 1 && (s[last_start] == 'x' || s[last_start] == 'X');
+    int nwords = c->nwords, shortest = c->shortest, last_x = c->last_x;
     int unit_like = nwords <= 3 && shortest > 1;
     Tok *before = last_tok(r, 1);
     int per = last != NULL && last->kind == K_OP && last->ch == '/' && before != NULL &&
@@ -1113,15 +1188,7 @@ static void r_word(Reader *r, Py_ssize_t at, Py_ssize_t stop, int spaced) {
         operand = 1;
         spaced = 1;
     }
-    int remainder = 0;
-    for (size_t k = 0; operand && k < 3; k++) {
-        const char *word = REMAINDER[k];
-        Py_ssize_t len = (Py_ssize_t)strlen(word);
-        if (first_len != len) continue;
-        int same = 1;
-        for (Py_ssize_t i = 0; i < len; i++) same &= (s[at + i] | 0x20) == (Py_UCS4)word[i];
-        remainder |= same;
-    }
+    int remainder = c->remainder;
     int times_word = nwords == 1 && ((stop - at == 1 && (s[at] == 'x' || s[at] == 'X')) ||
                                      (stop - at == 2 && s[at] == 'o' && s[at + 1] == 'f'));
     if (operand && remainder) r_cut(r, 1, 1, 0);
@@ -1329,12 +1396,6 @@ static PyObject *claims(PyObject *self, PyObject *args) {
     Py_ssize_t len = PyUnicode_GET_LENGTH(text);
     Py_UCS4 *s = PyUnicode_AsUCS4Copy(text);
     if (s == NULL) return NULL;
-    for (Py_ssize_t i = PyUnicode_IS_ASCII(text) ? len : 0; i < len; i++) {
-        if (s[i] >= 128 && Py_UNICODE_ISDECIMAL(s[i])) { /* the regex's \d reads it: Python reads this text */
-            PyMem_Free(s);
-            Py_RETURN_NONE;
-        }
-    }
     Ctx c = {.s = s, .len = len, .budget = MAX_TOKENS};
     PyObject *result = NULL;
     Py_ssize_t pos = 0, last_nl = -1, nl_scanned = 0, next_nl = -2;
@@ -1389,8 +1450,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"claims", claims, METH_VARARGS,
-     "claims(text, fallback) -> [(start, end, right), ...] | None: arithmetic.claims, with fallback(text, start, end, "
-     "cut, budget) -> (stop, budget, found) reading the windows this reader declines; None where Python reads all."},
+     "claims(text, fallback) -> [(start, end, right), ...]: arithmetic.claims, with fallback(text, start, end, cut, "
+     "budget) -> (stop, budget, found) reading the windows this reader declines."},
     {NULL, NULL, 0, NULL},
 };
 
