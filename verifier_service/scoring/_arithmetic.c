@@ -58,8 +58,8 @@ typedef struct {
     Claim *found;
     Py_ssize_t nfound, capfound;
     /* the last `words` token read, as Reader.word sees it: how many words piece.split() makes, the shortest, whether
-     * the last is `x` or `X`, whether _first_word is one of _REMAINDER */
-    int nwords, shortest, last_x, remainder;
+     * the last is `x` or `X`; with LaTeX in it, whether _first_word is one of _REMAINDER, else the first's length */
+    int nwords, shortest, last_x, latex, remainder, first_len;
     /* the readers' buffers, kept from window to window: one for a window, one for an annotation inside it */
     int depth;
     struct Tok *toks[2];
@@ -409,8 +409,9 @@ static int words(Ctx *c, Py_ssize_t p, Py_ssize_t end, int *kind, Py_ssize_t *st
         if (r == q || word_at(s, r, end) < 0) break;
         q = r;
     }
+    c->latex = latex;
+    c->first_len = (int)first_len;
     if (latex) latex_words_shape(c, p, q);
-    else c->remainder = remainder_word(s + p, first_len);
     *kind = K_WORDS;
     *stop = q;
     return 1;
@@ -1188,7 +1189,7 @@ static void r_word(Reader *r, Py_ssize_t at, Py_ssize_t stop, int spaced) {
         operand = 1;
         spaced = 1;
     }
-    int remainder = c->remainder;
+    int remainder = operand && (c->latex ? c->remainder : remainder_word(s + at, c->first_len));
     int times_word = nwords == 1 && ((stop - at == 1 && (s[at] == 'x' || s[at] == 'X')) ||
                                      (stop - at == 2 && s[at] == 'o' && s[at + 1] == 'f'));
     if (operand && remainder) r_cut(r, 1, 1, 0);
@@ -1431,11 +1432,18 @@ static PyObject *claims(PyObject *self, PyObject *args) {
     result = PyList_New(c.nfound);
     if (result == NULL) goto done;
     for (Py_ssize_t i = 0; i < c.nfound; i++) {
-        PyObject *item = Py_BuildValue("(nnO)", c.found[i].start, c.found[i].end, c.found[i].right ? Py_True : Py_False);
-        if (item == NULL) {
+        PyObject *item = PyTuple_New(3), *start = PyLong_FromSsize_t(c.found[i].start);
+        PyObject *stop = PyLong_FromSsize_t(c.found[i].end);
+        if (item == NULL || start == NULL || stop == NULL) {
+            Py_XDECREF(item);
+            Py_XDECREF(start);
+            Py_XDECREF(stop);
             Py_CLEAR(result);
             goto done;
         }
+        PyTuple_SET_ITEM(item, 0, start);
+        PyTuple_SET_ITEM(item, 1, stop);
+        PyTuple_SET_ITEM(item, 2, Py_NewRef(c.found[i].right ? Py_True : Py_False));
         PyList_SET_ITEM(result, i, item);
     }
 done:
