@@ -118,6 +118,14 @@ EDGES = [  # the edges of what the C reader spells out: each regex bound, each n
     ],
     *["2 + 2 = \\boxed{5}", "\\sqrt{4} + 1 = 3", "2 \\, + 2 = 4", "\\textbf{2 + 2 = 5}", "\\mathbf{2} + 2 = 5", "2 \\"],
     "- 30 + 12 = 42 and 1) 30 + 12 = 42",
+    *[f"3 \\text{{{'a' * k}}} + 2 = 5" for k in (0, 1, 40, 41)],
+    *["3 \\text {kg} + 2 = 5", "3 \\text\t{kg} + 2 = 5", "3 \\text\u2003{kg} + 2 = 5", "3 \\mathrm{kg}+ 2 = 5"],
+    *["3 \\textrm{kg} + 2 = 5", "3 \\mbox{kg} + 2 = 5", "3 \\textit{kg} + 2 = 5", "3 \\text{k{g}} + 2 = 5"],
+    *["1121 / 3 = 373 \\text{ remainder } 2", "1121 / 3 = 373 \\text{R} 2", "1121 / 3 = 373 \\mathrm{Rem.} 2"],
+    *["3 \\text{ab\xa0cd\u2003ef\u3000gh} + 2 = 5", "3 \\text{ab\xa0cd} + 2 = 5", "3 \\text{kg\u2003x} 4 = 12"],
+    *["12 \\text{kg} x 3 = 36", "12 \\text{kg x} 3 = 36", "$30/\\text{packet} * 2 = $60", "2 \\text{x} = 10"],
+    *["\u0663\u0660 / \u0662 = \u0661\u0665", "\uff11,\uff10\uff10\uff10 + 1 = 1001", "\u0660\u0665 + 1 = 6"],
+    *["\u0969 \u0967/\u0968 * 2 = 7", "7 / 2 = 3 \u0661/\u0662", "1000 + 500 = 1 \u0665\u0660\u0660", "2**\u0663 = 8"],
 ]
 
 
@@ -298,3 +306,74 @@ def test_the_same_claims_on_seeded_random_text(compiled: object, monkeypatch: py
     texts = [fuzz_text(rng) for _ in range(2000)]
     texts += [latex_text(rng, fuzz_text(rng)) for _ in range(1000)]
     assert differences(texts, monkeypatch) == []
+
+
+def bombs() -> list[str]:
+    """Completions shaped to make a regex or a reader work hard: long runs of each piece it treats specially."""
+    n = 20_000
+    return [
+        "1=" * n,
+        "=" * n,
+        "(" * n + "1 = 1",
+        "<<" * n + "1+1=3>>",
+        "<<" + "1+" * 140 + "1=141>>" * 200,
+        "\\text{" * n + "} = 1",
+        "\\text{ a" * n,
+        "\\left(" * n + "2 = 2",
+        "\\frac{" * n + "1}{2} = 0.5",
+        "1/" * n + "2 = 0.5",
+        "1,000" * n + " = 1",
+        "1 " * n + "= 2",
+        "a " * n + "= 1",
+        "**" * n + "2**3 = 8",
+        "$" * n + "3 = 3",
+        "\u0663" * n + " = 1",
+        "\uff11 + " * n + "\uff11 = 2",
+        "1.5 apples per day " * 5_000 + "= 3",
+        "12 \\text{kg} x " * 5_000 + "1 = 12",
+    ]
+
+
+def megabyte(rng: random.Random) -> list[str]:
+    """Four completions of about a megabyte each: dense arithmetic (every claim right but the last), the same in
+    LaTeX with text units, in Arabic-Indic digits, and Chinese prose with fullwidth-digit claims."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from domains import arithmetic_reasoning
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    dense = arithmetic_reasoning(rng, 1_000_000) + " 2 + 2 = 5."
+    latex = "".join(
+        f"so ${a} \\times {b} = {a * b}$ \\text{{ dollars}} and \\[ \\frac{{{a}}}{{{b}}} \\approx {a / b:.2f} \\] "
+        for a, b in ((rng.randint(2, 999), rng.randint(2, 99)) for _ in range(12_500))
+    )
+    arabic = dense.translate(SCRIPTS[0])
+    chinese = "".join(
+        f"因为{a}乘以{b}得到：{a} × {b} = {a * b + (k % 97 == 0)}。".translate(SCRIPTS[1])
+        for k, (a, b) in enumerate((rng.randint(2, 999), rng.randint(2, 99)) for _ in range(40_000))
+    )
+    return [dense, latex, arabic, chinese]
+
+
+def test_the_same_results_on_adversarial_completions(compiled: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The steps component's whole result (score, verdict, detail, each step's span and score) with the C reader and
+    with the Python reader alone, for each aggregate and scope: on GSM8K's solutions and the planted errors made
+    one completion, regex-bomb-shaped text, and megabyte completions (LaTeX, digits outside ASCII, Chinese)."""
+    from verifier_service.schema import ScoreItem, StepsSpec
+    from verifier_service.scoring.steps import score
+
+    gsm8k = "\n".join(json.loads(line)["answer"] for line in (DATA / "gsm8k_test_300.jsonl").read_text().splitlines())
+    planted = "\n".join(json.loads(line)["solution"] for line in (DATA / "planted.jsonl").read_text().splitlines())
+    texts = [gsm8k, planted, *bombs(), *megabyte(random.Random(7))]
+    assert all(len(text) > 1_000_000 for text in texts[-4:])
+    specs = [StepsSpec(), StepsSpec(aggregate="mean", scope="reasoning")]
+    verdicts = set()
+    for text in texts:
+        item = ScoreItem(completion=f"<think>{text}</think>{text[:1000]}", steps={})
+        for spec in specs:
+            fast = score(item, spec)
+            with monkeypatch.context() as patch:
+                patch.setattr(arithmetic, "READ_CLAIMS", None)
+                assert score(item, spec) == fast, (text[:200], spec)
+            verdicts.add(fast.verdict)
+    assert verdicts == {"valid", "invalid_step", "no_steps"}
