@@ -335,24 +335,25 @@ def bombs() -> list[str]:
 
 
 def megabyte(rng: random.Random) -> list[str]:
-    """Four completions of about a megabyte each: dense arithmetic (every claim right but the last), the same in
-    LaTeX with text units, in Arabic-Indic digits, and Chinese prose with fullwidth-digit claims."""
+    """Four completions of about a megabyte each, each with wrong steps among the right ones: dense arithmetic, the
+    same in Arabic-Indic digits, LaTeX with text units, and Chinese prose with fullwidth-digit claims."""
     sys.path.insert(0, str(ROOT / "bench"))
     try:
         from domains import arithmetic_reasoning
     finally:
         sys.path.remove(str(ROOT / "bench"))
-    dense = arithmetic_reasoning(rng, 1_000_000) + " 2 + 2 = 5."
+    dense = "So 2 + 2 = 5. " + arithmetic_reasoning(rng, 1_000_000)
     latex = "".join(
-        f"so ${a} \\times {b} = {a * b}$ \\text{{ dollars}} and \\[ \\frac{{{a}}}{{{b}}} \\approx {a / b:.2f} \\] "
-        for a, b in ((rng.randint(2, 999), rng.randint(2, 99)) for _ in range(12_500))
+        f"so ${a} \\times {b} = {a * b + (k % 97 == 0)}$ \\text{{ dollars}} and \\[ \\frac{{{a}}}{{{b}}} \\approx "
+        f"{a / b:.2f} \\] "
+        for k, (a, b) in enumerate((rng.randint(2, 999), rng.randint(2, 99)) for _ in range(12_500))
     )
     arabic = dense.translate(SCRIPTS[0])
     chinese = "".join(
-        f"因为{a}乘以{b}得到：{a} × {b} = {a * b + (k % 97 == 0)}。".translate(SCRIPTS[1])
+        f"因为每盒有{b}个，一共{a}盒，所以 {a} × {b} = {a * b + (k % 97 == 0)} 个。".translate(SCRIPTS[1])
         for k, (a, b) in enumerate((rng.randint(2, 999), rng.randint(2, 99)) for _ in range(40_000))
     )
-    return [dense, latex, arabic, chinese]
+    return [dense, arabic, latex, chinese]
 
 
 def test_the_same_results_on_adversarial_completions(compiled: object, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -367,7 +368,7 @@ def test_the_same_results_on_adversarial_completions(compiled: object, monkeypat
     texts = [gsm8k, planted, *bombs(), *megabyte(random.Random(7))]
     assert all(len(text) > 1_000_000 for text in texts[-4:])
     specs = [StepsSpec(), StepsSpec(aggregate="mean", scope="reasoning")]
-    verdicts = set()
+    verdicts = []
     for text in texts:
         item = ScoreItem(completion=f"<think>{text}</think>{text[:1000]}", steps={})
         for spec in specs:
@@ -375,5 +376,6 @@ def test_the_same_results_on_adversarial_completions(compiled: object, monkeypat
             with monkeypatch.context() as patch:
                 patch.setattr(arithmetic, "READ_CLAIMS", None)
                 assert score(item, spec) == fast, (text[:200], spec)
-            verdicts.add(fast.verdict)
-    assert verdicts == {"valid", "invalid_step", "no_steps"}
+            verdicts.append(fast.verdict)
+    assert set(verdicts) == {"valid", "invalid_step", "no_steps"}
+    assert verdicts[-8:] == ["invalid_step"] * 8  # the megabyte completions, each read by both readers
