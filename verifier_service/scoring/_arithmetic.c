@@ -60,12 +60,10 @@ typedef struct {
     /* the last `words` token read, as Reader.word sees it: how many words piece.split() makes, the shortest, whether
      * the last is `x` or `X`; with LaTeX in it, whether _first_word is one of _REMAINDER, else the first's length */
     int nwords, shortest, last_x, latex, remainder, first_len;
-    /* the readers' buffers, kept from window to window: one for a window, one for an annotation inside it */
+    /* the readers' token buffers (a run's tokens), kept from window to window: a window's, an annotation's inside it */
     int depth;
     struct Tok *toks[2];
     Py_ssize_t captok[2];
-    void *segs[2];
-    Py_ssize_t capseg[2];
 } Ctx;
 
 /* ---- exact values ---------------------------------------------------------------------------------------------- */
@@ -1040,19 +1038,12 @@ done:
 /* ---- arithmetic._Reader ---------------------------------------------------------------------------------------- */
 
 typedef struct {
-    Py_ssize_t first, last;
-    char tainted, last_tainted, has_joined;
-    Tok joined;
-} Segment;
-
-typedef struct {
     Ctx *c;
     int sure;
     Tok *toks;
-    Py_ssize_t ntok, captok, run; /* the current run: toks[run:ntok] */
-    Segment *segs;
-    Py_ssize_t nseg, capseg;
+    Py_ssize_t ntok, captok; /* the current run: toks[:ntok] */
     char tainted, soft, pending_unit, pending_times, has_joined;
+    char inside; /* the last run's result may have gone on into this run (`= 12 000`, `= 3 1/2`) */
     Tok joined;
     Py_ssize_t last_eq, prev_end;
 } Reader;
@@ -1073,26 +1064,19 @@ static void push(Reader *r, Tok t) {
     r->toks[r->ntok++] = t;
 }
 
-static Tok *last_tok(Reader *r, Py_ssize_t back) { return r->ntok - r->run > back ? &r->toks[r->ntok - 1 - back] : NULL; }
+static Tok *last_tok(Reader *r, Py_ssize_t back) { return r->ntok > back ? &r->toks[r->ntok - 1 - back] : NULL; }
 
+/* Reader.cut, and at once the run's claims (_Reader.close reads the runs in order: their order is all it needs, and
+ * nothing reads a run's tokens once it is cut, so the token buffer holds one run, not a window's) */
 static void r_cut(Reader *r, int last_tainted, int next_tainted, int soft) {
     Tok *last = last_tok(r, 0);
     if (last != NULL && last->kind == K_OP) soft = 0;
-    if (last != NULL) {
-        if (r->nseg == r->capseg) {
-            Py_ssize_t cap = r->capseg ? 2 * r->capseg : 16;
-            Segment *grown = realloc(r->segs, cap * sizeof(Segment));
-            if (grown == NULL) {
-                r->c->fail = 1;
-                return;
-            }
-            r->segs = grown;
-            r->capseg = cap;
-        }
-        Segment seg = {r->run, r->ntok, r->tainted, (char)last_tainted, r->has_joined, r->joined};
-        r->segs[r->nseg++] = seg;
+    if (last != NULL && !r->c->fail) {
+        int plain = chain(r->c, r->toks, r->ntok, r->tainted || r->inside, last_tainted, r->sure,
+                          r->has_joined ? &r->joined : NULL);
+        r->inside = r->has_joined && !plain;
     }
-    r->run = r->ntok;
+    r->ntok = 0;
     r->tainted = (char)next_tainted;
     r->soft = (char)soft;
     r->has_joined = 0;
@@ -1221,7 +1205,7 @@ static void r_word(Reader *r, Py_ssize_t at, Py_ssize_t stop, int spaced) {
 static int r_feed(Reader *r, int kind, Py_ssize_t at, Py_ssize_t stop) {
     Ctx *c = r->c;
     const Py_UCS4 *s = c->s;
-    if (r->last_eq >= 0 && at > r->last_eq + WINDOW && r->ntok == r->run) return 0;
+    if (r->last_eq >= 0 && at > r->last_eq + WINDOW && r->ntok == 0) return 0;
     if (kind == K_SKIP) return 1;
     if (kind == K_TAG) {
         r_cut(r, 0, 0, 0);
@@ -1248,7 +1232,7 @@ static int r_feed(Reader *r, int kind, Py_ssize_t at, Py_ssize_t stop) {
         r->pending_unit = 0;
         if (kind == K_OP && !spaced && s[at] != '/') kind = K_OTHER; /* `Post-it` */
         if (kind != K_OP && kind != K_EQ && kind != K_CLOSE && kind != K_PCT) r_cut(r, 0, 1, 1);
-        else if (r->ntok > r->run && r->toks[r->ntok - 1].kind == K_NUM) r->toks[r->ntok - 1].labelled = 1;
+        else if (r->ntok > 0 && r->toks[r->ntok - 1].kind == K_NUM) r->toks[r->ntok - 1].labelled = 1;
     }
     if (kind == K_WORDS) r_word(r, at, stop, spaced);
     else if (kind == K_OTHER) {
@@ -1262,7 +1246,7 @@ static int r_feed(Reader *r, int kind, Py_ssize_t at, Py_ssize_t stop) {
         if (kind == K_EQ) r->last_eq = at;
         if ((kind == K_NUM || kind == K_FRAC) && spaced && result_number(r)) r_end_result(r, kind, at, stop);
         else if (kind == K_OPEN && spaced && result_number(r)) r_cut(r, 0, 0, 0);
-        if (r->tainted && r->soft && r->ntok == r->run && spaced &&
+        if (r->tainted && r->soft && r->ntok == 0 && spaced &&
             (kind == K_NUM || kind == K_EQ || kind == K_OPEN || kind == K_FRAC))
             r->tainted = 0;
         push(r, make_token(c, kind, at, stop));
@@ -1276,13 +1260,6 @@ static void r_close(Reader *r) {
         r_cut(r, 1, 0, 0);
     }
     r_cut(r, 0, 0, 0);
-    int inside = 0;
-    for (Py_ssize_t k = 0; k < r->nseg && !r->c->fail; k++) {
-        Segment *seg = &r->segs[k];
-        int plain = chain(r->c, r->toks + seg->first, seg->last - seg->first, seg->tainted || inside,
-                          seg->last_tainted, r->sure, seg->has_joined ? &seg->joined : NULL);
-        inside = seg->has_joined && !plain;
-    }
 }
 
 /* arithmetic._read: returns where it stopped; sets c->fail where it declines */
@@ -1296,8 +1273,6 @@ static Py_ssize_t read_window(Ctx *c, Py_ssize_t start, Py_ssize_t end, int cut,
     int depth = c->depth++;
     r.toks = c->toks[depth];
     r.captok = c->captok[depth];
-    r.segs = c->segs[depth];
-    r.capseg = c->capseg[depth];
     r.c = c;
     r.sure = sure;
     r.tainted = (char)cut;
@@ -1321,8 +1296,6 @@ static Py_ssize_t read_window(Ctx *c, Py_ssize_t start, Py_ssize_t end, int cut,
     if (!c->fail) r_close(&r);
     c->toks[depth] = r.toks;
     c->captok[depth] = r.captok;
-    c->segs[depth] = r.segs;
-    c->capseg[depth] = r.capseg;
     c->depth--;
     return end;
 }
@@ -1450,7 +1423,6 @@ done:
     free(c.found);
     for (int depth = 0; depth < 2; depth++) {
         free(c.toks[depth]);
-        free(c.segs[depth]);
     }
     PyMem_Free(s);
     return result;
