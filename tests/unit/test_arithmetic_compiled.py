@@ -24,7 +24,7 @@ ANNOTATION = re.compile(r"<<[^<>]*>>")
 Found = list[tuple[int, int, bool]]
 
 
-def require_compiled() -> Callable[[str, Callable[..., tuple[int, int, Found]]], Found | None]:
+def require_compiled() -> Callable[[str, Callable[..., tuple[int, int, Found]]], Found]:
     """The C reader; skip where no C compiler is to build it, fail where one is and it was not built."""
     if arithmetic.READ_CLAIMS is not None:
         return arithmetic.READ_CLAIMS
@@ -35,7 +35,7 @@ def require_compiled() -> Callable[[str, Callable[..., tuple[int, int, Found]]],
 
 
 @pytest.fixture
-def compiled() -> Callable[[str, Callable[..., tuple[int, int, Found]]], Found | None]:
+def compiled() -> Callable[[str, Callable[..., tuple[int, int, Found]]], Found]:
     return require_compiled()
 
 
@@ -118,6 +118,14 @@ EDGES = [  # the edges of what the C reader spells out: each regex bound, each n
     ],
     *["2 + 2 = \\boxed{5}", "\\sqrt{4} + 1 = 3", "2 \\, + 2 = 4", "\\textbf{2 + 2 = 5}", "\\mathbf{2} + 2 = 5", "2 \\"],
     "- 30 + 12 = 42 and 1) 30 + 12 = 42",
+    *[f"3 \\text{{{'a' * k}}} + 2 = 5" for k in (0, 1, 40, 41)],
+    *["3 \\text {kg} + 2 = 5", "3 \\text\t{kg} + 2 = 5", "3 \\text\u2003{kg} + 2 = 5", "3 \\mathrm{kg}+ 2 = 5"],
+    *["3 \\textrm{kg} + 2 = 5", "3 \\mbox{kg} + 2 = 5", "3 \\textit{kg} + 2 = 5", "3 \\text{k{g}} + 2 = 5"],
+    *["1121 / 3 = 373 \\text{ remainder } 2", "1121 / 3 = 373 \\text{R} 2", "1121 / 3 = 373 \\mathrm{Rem.} 2"],
+    *["3 \\text{ab\xa0cd\u2003ef\u3000gh} + 2 = 5", "3 \\text{ab\xa0cd} + 2 = 5", "3 \\text{kg\u2003x} 4 = 12"],
+    *["12 \\text{kg} x 3 = 36", "12 \\text{kg x} 3 = 36", "$30/\\text{packet} * 2 = $60", "2 \\text{x} = 10"],
+    *["\u0663\u0660 / \u0662 = \u0661\u0665", "\uff11,\uff10\uff10\uff10 + 1 = 1001", "\u0660\u0665 + 1 = 6"],
+    *["\u0969 \u0967/\u0968 * 2 = 7", "7 / 2 = 3 \u0661/\u0662", "1000 + 500 = 1 \u0665\u0660\u0660", "2**\u0663 = 8"],
 ]
 
 
@@ -145,7 +153,7 @@ def benchmark_texts() -> list[str]:
     return [arithmetic_reasoning(random.Random(seed), TOKENS * CHARS_PER_TOKEN) for seed in range(6)]
 
 
-def test_the_same_claims_on_the_benchmark_read_in_c_alone(compiled: Callable[..., Found | None]) -> None:
+def test_the_same_claims_on_the_benchmark_read_in_c_alone(compiled: Callable[..., Found]) -> None:
     """bench/domains.py's steps input, 8,000 tokens of dense arithmetic: the C reader reads every window itself (the
     benchmark measures it, not the Python reader behind it), and finds what the Python reader finds."""
     for text in benchmark_texts():
@@ -178,16 +186,19 @@ def python_reference(text: str) -> Found:
     return sorted(found)
 
 
-def test_a_window_the_c_reader_declines_is_read_by_python(compiled: Callable[..., Found | None]) -> None:
-    """LaTeX's text (`\\text{kg}`) and values past 128 bits go to the Python reader, window by window; a text with a
-    digit outside ASCII (which the regex's \\d reads) goes to it whole."""
+def test_a_window_the_c_reader_declines_is_read_by_python(compiled: Callable[..., Found]) -> None:
+    """Values past 128 bits and tags with a name outside ASCII (the regex's \\w) go to the Python reader, window by
+    window; LaTeX's text (`\\text{kg}`) and digits outside ASCII (which the regex's \\d reads) the C reader reads."""
     handed: list[str] = []
     fallback = recording(handed)
     big = "9" * 40 + " + 1 = 1" + "0" * 40
-    text = f"2 + 2 = 4\n\\frac{{1}}{{2}} + 1 = 1.5\n3 \\text{{kg}} + 1 = 4\n{big}\n3 * 3 = 10"
+    text = (
+        f"2 + 2 = 4\n\\frac{{1}}{{2}} + 1 = 1.5\n3 \\text{{kg}} + 1 = 4\n{big}\n<b\u00e9> 1 + 1 = 3\n"
+        "\u0663 + \u0661 = \u0664\n\uff11\uff12 \u00d7 3 = 36\n3 * 3 = 10"
+    )
     assert compiled(text, fallback) == python_reference(text)
-    assert handed == ["3 \\text{kg} + 1 = 4", big]
-    assert compiled("\u0661 + 1 = 2", fallback) is None
+    assert handed == [big, "<b\u00e9> 1 + 1 = 3"]
+    assert [right for _, _, right in python_reference(text)] == [True, True, True, True, False, True, True, False]
 
 
 PIECES = [
@@ -197,13 +208,29 @@ PIECES = [
     *["<<", ">>", "</think>", "<think>", "<b>", "of", "apples", "per", "remainder", "rem", "r", "kg", "Post", "it"],
     *["1,000", "12,345,678", "2,5", "0.5", ".5", "007", "0", "3 1/2", "1 500", "12 000", "1/3", "100%", "20% of "],
     *["9" * 30, "9" * 45, "1" * 101, "0.30000000000000004", "3.14159265358979", "\x00", "\r", "　"],
+    # digits outside ASCII, which the regex's \d reads (Arabic-Indic, fullwidth, Devanagari, mathematical bold), and
+    # characters near them that it does not (a superscript, a fraction, a Roman numeral)
+    *["\u0663", "\u0660", "\uff11\uff12", "\uff10", "\u0967", "\U0001d7d7", "\u0660\u0665", "\u066b", "½", "Ⅻ"],
+    # LaTeX's text, inside a run of words or not, and near misses of its shape
+    *["\\text{kg}", "\\text{ kg per day }", "\\text {R}", "\\mathrm{rem}", "\\textrm{x}", "\\mbox{Remainder 2}"],
+    *["\\text{}", "\\text{" + "a" * 40 + "}", "\\text{" + "a" * 41 + "}", "\\text{a{b}}", "\\text{a\xa0b}"],
+    *["\\textit{x}", "\\text{\\bf x}", "\\text{ x}", "\\text{X }", "\\text{of}", "\\text{r\u0130}"],
+    *["\\mathrm\u2003{m}", "\\text{\u0663}", "\\textbf{2}"],
 ]
 
 
 def fuzz_text(rng: random.Random) -> str:
     if rng.random() < 0.5:
         return "".join(rng.choice(PIECES) for _ in range(rng.randint(1, 40)))
-    return rng.choice([" ", "  ", ". ", "\n", " and "]).join(claim_text(rng) for _ in range(rng.randint(1, 6)))
+    text = rng.choice([" ", "  ", ". ", "\n", " and "]).join(claim_text(rng) for _ in range(rng.randint(1, 6)))
+    return text.translate(rng.choice(SCRIPTS)) if rng.random() < 0.1 else text
+
+
+SCRIPTS = [  # the ASCII digits in another script (`٣ + ٤ = ٧`), or some of them
+    str.maketrans("0123456789", "".join(chr(0x0660 + k) for k in range(10))),
+    str.maketrans("0123456789", "".join(chr(0xFF10 + k) for k in range(10))),
+    str.maketrans("3579", "".join(chr(0x0966 + k) for k in (3, 5, 7, 9))),
+]
 
 
 def written_number(rng: random.Random) -> str:
@@ -279,3 +306,76 @@ def test_the_same_claims_on_seeded_random_text(compiled: object, monkeypatch: py
     texts = [fuzz_text(rng) for _ in range(2000)]
     texts += [latex_text(rng, fuzz_text(rng)) for _ in range(1000)]
     assert differences(texts, monkeypatch) == []
+
+
+def bombs() -> list[str]:
+    """Completions shaped to make a regex or a reader work hard: long runs of each piece it treats specially."""
+    n = 20_000
+    return [
+        "1=" * n,
+        "=" * n,
+        "(" * n + "1 = 1",
+        "<<" * n + "1+1=3>>",
+        "<<" + "1+" * 140 + "1=141>>" * 200,
+        "\\text{" * n + "} = 1",
+        "\\text{ a" * n,
+        "\\left(" * n + "2 = 2",
+        "\\frac{" * n + "1}{2} = 0.5",
+        "1/" * n + "2 = 0.5",
+        "1,000" * n + " = 1",
+        "1 " * n + "= 2",
+        "a " * n + "= 1",
+        "**" * n + "2**3 = 8",
+        "$" * n + "3 = 3",
+        "\u0663" * n + " = 1",
+        "\uff11 + " * n + "\uff11 = 2",
+        "1.5 apples per day " * 5_000 + "= 3",
+        "12 \\text{kg} x " * 5_000 + "1 = 12",
+    ]
+
+
+def megabyte(rng: random.Random) -> list[str]:
+    """Four completions of about a megabyte each, each with wrong steps among the right ones: dense arithmetic, the
+    same in Arabic-Indic digits, LaTeX with text units, and Chinese prose with fullwidth-digit claims."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from domains import arithmetic_reasoning
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    dense = "So 2 + 2 = 5. " + arithmetic_reasoning(rng, 1_000_000)
+    latex = "".join(
+        f"so ${a} \\times {b} = {a * b + (k % 97 == 0)}$ \\text{{ dollars}} and \\[ \\frac{{{a}}}{{{b}}} \\approx "
+        f"{a / b:.2f} \\] "
+        for k, (a, b) in enumerate((rng.randint(2, 999), rng.randint(2, 99)) for _ in range(12_500))
+    )
+    arabic = dense.translate(SCRIPTS[0])
+    chinese = "".join(
+        f"因为每盒有{b}个，一共{a}盒，所以 {a} × {b} = {a * b + (k % 97 == 0)} 个。".translate(SCRIPTS[1])
+        for k, (a, b) in enumerate((rng.randint(2, 999), rng.randint(2, 99)) for _ in range(40_000))
+    )
+    return [dense, arabic, latex, chinese]
+
+
+def test_the_same_results_on_adversarial_completions(compiled: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The steps component's whole result (score, verdict, detail, each step's span and score) with the C reader and
+    with the Python reader alone, for each aggregate and scope: on GSM8K's solutions and the planted errors made
+    one completion, regex-bomb-shaped text, and megabyte completions (LaTeX, digits outside ASCII, Chinese)."""
+    from verifier_service.schema import ScoreItem, StepsSpec
+    from verifier_service.scoring.steps import score
+
+    gsm8k = "\n".join(json.loads(line)["answer"] for line in (DATA / "gsm8k_test_300.jsonl").read_text().splitlines())
+    planted = "\n".join(json.loads(line)["solution"] for line in (DATA / "planted.jsonl").read_text().splitlines())
+    texts = [gsm8k, planted, *bombs(), *megabyte(random.Random(7))]
+    assert all(len(text) > 1_000_000 for text in texts[-4:])
+    specs = [StepsSpec(), StepsSpec(aggregate="mean", scope="reasoning")]
+    verdicts = []
+    for text in texts:
+        item = ScoreItem(completion=f"<think>{text}</think>{text[:1000]}", steps={})
+        for spec in specs:
+            fast = score(item, spec)
+            with monkeypatch.context() as patch:
+                patch.setattr(arithmetic, "READ_CLAIMS", None)
+                assert score(item, spec) == fast, (text[:200], spec)
+            verdicts.append(fast.verdict)
+    assert set(verdicts) == {"valid", "invalid_step", "no_steps"}
+    assert verdicts[-8:] == ["invalid_step"] * 8  # the megabyte completions, each read by both readers

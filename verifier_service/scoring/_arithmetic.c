@@ -1,6 +1,6 @@
 /* The steps component's reader in C: arithmetic.claims, some 50 times faster, for all but rare windows.
  *
- *     claims(text: str, fallback) -> [(start, end, right), ...] | None
+ *     claims(text: str, fallback) -> [(start, end, right), ...]
  *
  * The same reading as scoring/arithmetic.py (the reference: every rule is spelled out there, and each function here
  * is named after the Python it mirrors), over the same windows around each `=`, `≈`, `~`, `\approx`, `<<`, with the
@@ -10,11 +10,11 @@
  * so the result is the Python reader's in every case. It hands over a window where:
  *
  *   - a value does not fit 128 bits (a long number, a big product): Python's ints and Fractions compute it;
- *   - LaTeX's text is read (`\text{kg}`, `\mathrm{...}`, `\mbox{...}`: a unit word the Python reader looks into);
  *   - an HTML-like tag holds a non-ASCII character (the regex's \w is Unicode).
  *
- * and returns None (Python reads the whole text) where the text holds a non-ASCII decimal digit, which the regex's \d
- * reads as a digit. 8,000 tokens of dense arithmetic (bench/domains.py) take about 0.4 ms, against 24 ms in Python.
+ * It reads LaTeX's text words (`\text{kg}`, `\mathrm{...}`, `\mbox{...}`) itself, inside their braces too, and a decimal
+ * digit of any script (`٣`, `３`: the regex's \d), as int() reads it. 8,000 tokens of dense arithmetic
+ * (bench/domains.py) take about 0.3 ms, against 24 ms in Python.
  * tests/unit/test_arithmetic_compiled.py checks that this equals the Python reader on the steps tests' texts, edge
  * cases of each rule, the benchmark's texts, and seeded random text. Built by setup.py where a C compiler is; without
  * it arithmetic.py reads every window itself.
@@ -57,15 +57,13 @@ typedef struct {
     long budget;
     Claim *found;
     Py_ssize_t nfound, capfound;
-    /* the last `words` token read: how many words, the shortest, the first's length, where the last lies */
-    int nwords, shortest, first_len;
-    Py_ssize_t last_start, last_len;
-    /* the readers' buffers, kept from window to window: one for a window, one for an annotation inside it */
+    /* the last `words` token read, as Reader.word sees it: how many words piece.split() makes, the shortest, whether
+     * the last is `x` or `X`; with LaTeX in it, whether _first_word is one of _REMAINDER, else the first's length */
+    int nwords, shortest, last_x, latex, remainder, first_len;
+    /* the readers' token buffers (a run's tokens), kept from window to window: a window's, an annotation's inside it */
     int depth;
     struct Tok *toks[2];
     Py_ssize_t captok[2];
-    void *segs[2];
-    Py_ssize_t capseg[2];
 } Ctx;
 
 /* ---- exact values ---------------------------------------------------------------------------------------------- */
@@ -217,7 +215,9 @@ static int rpow(Ctx *c, Rat base, Rat exponent, Rat *out) {
 
 /* ---- tokens: arithmetic._TOKEN, one match at a time ---------------------------------------------------------------- */
 
-static int is_digit(Py_UCS4 ch) { return ch >= '0' && ch <= '9'; }
+/* The regex's \d: a decimal digit of any script (`٣`, `３`), as int() and Fraction() read them. */
+static int is_digit(Py_UCS4 ch) { return (ch >= '0' && ch <= '9') || (ch >= 128 && Py_UNICODE_ISDECIMAL(ch)); }
+static int digit_value(Py_UCS4 ch) { return ch <= '9' ? (int)(ch - '0') : Py_UNICODE_TODECIMAL(ch); }
 static int is_alpha(Py_UCS4 ch) { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'); }
 static int superscript(Py_UCS4 ch) {
     return ch == 0x2070 || ch == 0xB9 || ch == 0xB2 || ch == 0xB3 || (ch >= 0x2074 && ch <= 0x2079);
@@ -251,7 +251,7 @@ static Tok number(Ctx *c, const Py_UCS4 *p, Py_ssize_t n, Py_ssize_t at, Py_ssiz
     for (Py_ssize_t i = 0; i < n; i++) commas += p[i] == ',', dots += p[i] == '.';
     if (!commas && !dots && n <= 36 && !(n > 1 && p[0] == '0')) { /* a whole number, the usual case */
         i128 value = 0;
-        for (Py_ssize_t i = 0; i < n; i++) value = value * 10 + (i128)(p[i] - '0');
+        for (Py_ssize_t i = 0; i < n; i++) value = value * 10 + (i128)digit_value(p[i]);
         t.kind = K_NUM;
         t.value = rint_(value);
         t.digits = n == 1 && p[0] == '0' ? 0 : (int)n;
@@ -287,7 +287,7 @@ static Tok number(Ctx *c, const Py_UCS4 *p, Py_ssize_t n, Py_ssize_t at, Py_ssiz
             continue;
         }
         if (ch == ',') continue;
-        value = add(c, mul(c, value, 10), (i128)(ch - '0'));
+        value = add(c, mul(c, value, 10), (i128)digit_value(ch));
         decimals += after;
     }
     i128 scale = pow10_(c, decimals);
@@ -307,10 +307,112 @@ static int starts(const Py_UCS4 *s, Py_ssize_t p, Py_ssize_t end, const char *w)
 /* Whether a letter follows at p (the regex's (?![A-Za-z]) fails there). */
 static int letter_at(const Py_UCS4 *s, Py_ssize_t p, Py_ssize_t end) { return p < end && is_alpha(s[p]); }
 
-/* A LaTeX text word of _W may start at p (`\text{kg}`, `\mathrm{...}`): this reader declines those (_first_word reads
- * inside them); \textbf and the like are declined too, which costs only speed. */
-static int text_word(const Py_UCS4 *s, Py_ssize_t p, Py_ssize_t end) {
-    return starts(s, p, end, "\\text") || starts(s, p, end, "\\mathrm") || starts(s, p, end, "\\mbox");
+/* _W's LaTeX text at p, \\(?:text|mathrm|textrm|mbox)\s*\{[^{}\n]{0,40}\} (`\text{kg}`): where it ends, -1 for none */
+static Py_ssize_t latex_text(const Py_UCS4 *s, Py_ssize_t p, Py_ssize_t end) {
+    static const char *const NAMES[] = {"\\text", "\\mathrm", "\\textrm", "\\mbox"};
+    for (size_t k = 0; k < sizeof(NAMES) / sizeof(NAMES[0]); k++) {
+        if (!starts(s, p, end, NAMES[k])) continue;
+        Py_ssize_t q = p + (Py_ssize_t)strlen(NAMES[k]);
+        while (q < end && Py_UNICODE_ISSPACE(s[q])) q++;
+        if (q >= end || s[q] != '{') continue;
+        Py_ssize_t open = ++q;
+        while (q < end && q - open <= 40 && s[q] != '{' && s[q] != '}' && s[q] != '\n') q++;
+        if (q < end && q - open <= 40 && s[q] == '}') return q + 1;
+    }
+    return -1;
+}
+
+/* _W at p: a LaTeX text or [A-Za-z]+; where it ends, -1 for none */
+static Py_ssize_t word_at(const Py_UCS4 *s, Py_ssize_t p, Py_ssize_t end) {
+    if (p < end && s[p] == '\\') return latex_text(s, p, end);
+    if (!letter_at(s, p, end)) return -1;
+    while (p < end && is_alpha(s[p])) p++;
+    return p;
+}
+
+/* Whether word[0:n], lowercased, is one of _REMAINDER (only ASCII letters lowercase to theirs) */
+static int remainder_word(const Py_UCS4 *word, Py_ssize_t n) {
+    static const char *const REMAINDER[] = {"remainder", "rem", "r"};
+    for (size_t k = 0; k < 3; k++) {
+        const char *name = REMAINDER[k];
+        if ((Py_ssize_t)strlen(name) != n) continue;
+        int same = 1;
+        for (Py_ssize_t i = 0; i < n; i++) same &= (word[i] | 0x20) == (Py_UCS4)name[i];
+        if (same) return 1;
+    }
+    return 0;
+}
+
+/* The shape of a run of words with LaTeX text in it (text[p:q]), as Reader.word reads it: piece.split()'s words (apart
+ * by any Unicode space, inside the braces too), and _first_word: the piece with each `\name{` and `}` made a space,
+ * split, its first word. */
+static void latex_words_shape(Ctx *c, Py_ssize_t p, Py_ssize_t q) {
+    const Py_UCS4 *s = c->s;
+    c->nwords = 0;
+    c->shortest = 1 << 30;
+    c->last_x = 0;
+    for (Py_ssize_t i = p; i < q;) {
+        while (i < q && Py_UNICODE_ISSPACE(s[i])) i++;
+        if (i == q) break;
+        Py_ssize_t word = i;
+        while (i < q && !Py_UNICODE_ISSPACE(s[i])) i++;
+        c->nwords++;
+        if (i - word < c->shortest) c->shortest = (int)(i - word);
+        c->last_x = i - word == 1 && (s[word] == 'x' || s[word] == 'X');
+    }
+    Py_UCS4 first[10]; /* the first word's start, as far as it can be one of _REMAINDER */
+    Py_ssize_t n = 0;
+    int begun = 0;
+    for (Py_ssize_t i = p; i < q; i++) {
+        Py_UCS4 ch = s[i];
+        if (ch == '\\' && i + 1 < q && is_alpha(s[i + 1])) { /* _LATEX_TEXT's \\[A-Za-z]+\s*\{ */
+            Py_ssize_t k = i + 1;
+            while (k < q && is_alpha(s[k])) k++;
+            while (k < q && Py_UNICODE_ISSPACE(s[k])) k++;
+            if (k < q && s[k] == '{') {
+                i = k;
+                ch = ' ';
+            }
+        }
+        if (ch == '}') ch = ' ';
+        if (Py_UNICODE_ISSPACE(ch)) {
+            if (begun) break;
+            continue;
+        }
+        begun = 1;
+        if (n == 10) break;
+        first[n++] = ch;
+    }
+    c->remainder = n < 10 && remainder_word(first, n);
+}
+
+/* The regex's `words`, _W(?:[ \t]+_W)*, from p where a _W starts; its shape in c (latex_words_shape's, read here in
+ * one pass for the usual run of plain words). */
+static int words(Ctx *c, Py_ssize_t p, Py_ssize_t end, int *kind, Py_ssize_t *stop) {
+    const Py_UCS4 *s = c->s;
+    Py_ssize_t q = p, first_len = 0;
+    int latex = 0;
+    c->nwords = 0;
+    c->shortest = 1 << 30;
+    for (;;) {
+        Py_ssize_t word = q;
+        latex |= s[q] == '\\';
+        q = word_at(s, q, end);
+        if (!c->nwords) first_len = q - word;
+        c->nwords++;
+        if (q - word < c->shortest) c->shortest = (int)(q - word);
+        c->last_x = q - word == 1 && (s[word] == 'x' || s[word] == 'X');
+        Py_ssize_t r = q;
+        while (r < end && (s[r] == ' ' || s[r] == '\t')) r++;
+        if (r == q || word_at(s, r, end) < 0) break;
+        q = r;
+    }
+    c->latex = latex;
+    c->first_len = (int)first_len;
+    if (latex) latex_words_shape(c, p, q);
+    *kind = K_WORDS;
+    *stop = q;
+    return 1;
 }
 
 /* The match of _TOKEN that starts with a backslash at p, its alternatives in the regex's order; 0 to decline. */
@@ -371,7 +473,7 @@ static int latex_token(Ctx *c, Py_ssize_t p, Py_ssize_t end, int *kind, Py_ssize
         *stop = p + 2;
         return 1;
     }
-    if (text_word(s, p, end)) return 0;
+    if (latex_text(s, p, end) >= 0) return words(c, p, end, kind, stop);
     *kind = K_SKIP;
     if (next == '\\' || next == ',' || next == ';' || next == ':' || next == '!' || next == ' ' || next == '$') {
         *stop = p + 2;
@@ -517,31 +619,7 @@ static int next_token(Ctx *c, Py_ssize_t pos, Py_ssize_t end, int *kind, Py_ssiz
         *kind = K_PCT;
         return 1;
     }
-    if (is_alpha(ch)) { /* [A-Za-z]+(?:[ \t]+[A-Za-z]+)* */
-        Py_ssize_t q = p;
-        c->nwords = 0;
-        c->shortest = 1 << 30;
-        for (;;) {
-            Py_ssize_t word = q;
-            while (q < end && is_alpha(s[q])) q++;
-            if (!c->nwords) c->first_len = (int)(q - word);
-            c->nwords++;
-            if (q - word < c->shortest) c->shortest = (int)(q - word);
-            c->last_start = word;
-            c->last_len = q - word;
-            Py_ssize_t r = q;
-            while (r < end && (s[r] == ' ' || s[r] == '\t')) r++;
-            if (r > q && r < end && s[r] == '\\' && text_word(s, r, end)) return 0;
-            if (r > q && r < end && is_alpha(s[r])) {
-                q = r;
-                continue;
-            }
-            break;
-        }
-        *kind = K_WORDS;
-        *stop = q;
-        return 1;
-    }
+    if (is_alpha(ch)) return words(c, p, end, kind, stop);
     if (skip_char(ch)) {
         Py_ssize_t q = p;
         while (q < end && skip_char(s[q])) q++;
@@ -960,19 +1038,12 @@ done:
 /* ---- arithmetic._Reader ---------------------------------------------------------------------------------------- */
 
 typedef struct {
-    Py_ssize_t first, last;
-    char tainted, last_tainted, has_joined;
-    Tok joined;
-} Segment;
-
-typedef struct {
     Ctx *c;
     int sure;
     Tok *toks;
-    Py_ssize_t ntok, captok, run; /* the current run: toks[run:ntok] */
-    Segment *segs;
-    Py_ssize_t nseg, capseg;
+    Py_ssize_t ntok, captok; /* the current run: toks[:ntok] */
     char tainted, soft, pending_unit, pending_times, has_joined;
+    char inside; /* the last run's result may have gone on into this run (`= 12 000`, `= 3 1/2`) */
     Tok joined;
     Py_ssize_t last_eq, prev_end;
 } Reader;
@@ -993,26 +1064,19 @@ static void push(Reader *r, Tok t) {
     r->toks[r->ntok++] = t;
 }
 
-static Tok *last_tok(Reader *r, Py_ssize_t back) { return r->ntok - r->run > back ? &r->toks[r->ntok - 1 - back] : NULL; }
+static Tok *last_tok(Reader *r, Py_ssize_t back) { return r->ntok > back ? &r->toks[r->ntok - 1 - back] : NULL; }
 
+/* Reader.cut, and at once the run's claims (_Reader.close reads the runs in order: their order is all it needs, and
+ * nothing reads a run's tokens once it is cut, so the token buffer holds one run, not a window's) */
 static void r_cut(Reader *r, int last_tainted, int next_tainted, int soft) {
     Tok *last = last_tok(r, 0);
     if (last != NULL && last->kind == K_OP) soft = 0;
-    if (last != NULL) {
-        if (r->nseg == r->capseg) {
-            Py_ssize_t cap = r->capseg ? 2 * r->capseg : 16;
-            Segment *grown = realloc(r->segs, cap * sizeof(Segment));
-            if (grown == NULL) {
-                r->c->fail = 1;
-                return;
-            }
-            r->segs = grown;
-            r->capseg = cap;
-        }
-        Segment seg = {r->run, r->ntok, r->tainted, (char)last_tainted, r->has_joined, r->joined};
-        r->segs[r->nseg++] = seg;
+    if (last != NULL && !r->c->fail) {
+        int plain = chain(r->c, r->toks, r->ntok, r->tainted || r->inside, last_tainted, r->sure,
+                          r->has_joined ? &r->joined : NULL);
+        r->inside = r->has_joined && !plain;
     }
-    r->run = r->ntok;
+    r->ntok = 0;
     r->tainted = (char)next_tainted;
     r->soft = (char)soft;
     r->has_joined = 0;
@@ -1028,8 +1092,8 @@ static void r_mixed(Reader *r, const Tok *first, Py_ssize_t num_at, Py_ssize_t n
                     Py_ssize_t den_end, Py_ssize_t stop) {
     Ctx *c = r->c;
     i128 numerator = 0, denominator = 0; /* int(...), clamped: only whether 0 < numerator < denominator counts */
-    for (Py_ssize_t i = num_at; i < num_end; i++) numerator = numerator > 100000000000 ? numerator : numerator * 10 + (c->s[i] - '0');
-    for (Py_ssize_t i = den_at; i < den_end; i++) denominator = denominator * 10 + (c->s[i] - '0');
+    for (Py_ssize_t i = num_at; i < num_end; i++) numerator = numerator > 100000000000 ? numerator : numerator * 10 + digit_value(c->s[i]);
+    for (Py_ssize_t i = den_at; i < den_end; i++) denominator = denominator * 10 + digit_value(c->s[i]);
     if (!(0 < numerator && numerator < denominator)) return;
     Tok t = {0};
     t.kind = K_NUM;
@@ -1092,8 +1156,6 @@ static void r_end_result(Reader *r, int kind, Py_ssize_t at, Py_ssize_t stop) {
     r_cut(r, 0, 0, 0);
 }
 
-static const char *const REMAINDER[] = {"remainder", "rem", "r"};
-
 /* Reader.word: piece = text[at:stop], words apart by spaces and tabs */
 static void r_word(Reader *r, Py_ssize_t at, Py_ssize_t stop, int spaced) {
     const Py_UCS4 *s = r->c->s;
@@ -1101,9 +1163,7 @@ static void r_word(Reader *r, Py_ssize_t at, Py_ssize_t stop, int spaced) {
     int operand = last != NULL && (last->kind == K_NUM || last->kind == K_CLOSE || last->kind == K_PCT ||
                                    last->kind == K_SUP);
     Ctx *c = r->c; /* the words' shape, as next_token read them */
-    int nwords = c->nwords, shortest = c->shortest, first_len = c->first_len;
-    Py_ssize_t last_start = c->last_start, last_len = c->last_len;
-    int last_x = last_len == 1 && (s[last_start] == 'x' || s[last_start] == 'X');
+    int nwords = c->nwords, shortest = c->shortest, last_x = c->last_x;
     int unit_like = nwords <= 3 && shortest > 1;
     Tok *before = last_tok(r, 1);
     int per = last != NULL && last->kind == K_OP && last->ch == '/' && before != NULL &&
@@ -1113,15 +1173,7 @@ static void r_word(Reader *r, Py_ssize_t at, Py_ssize_t stop, int spaced) {
         operand = 1;
         spaced = 1;
     }
-    int remainder = 0;
-    for (size_t k = 0; operand && k < 3; k++) {
-        const char *word = REMAINDER[k];
-        Py_ssize_t len = (Py_ssize_t)strlen(word);
-        if (first_len != len) continue;
-        int same = 1;
-        for (Py_ssize_t i = 0; i < len; i++) same &= (s[at + i] | 0x20) == (Py_UCS4)word[i];
-        remainder |= same;
-    }
+    int remainder = operand && (c->latex ? c->remainder : remainder_word(s + at, c->first_len));
     int times_word = nwords == 1 && ((stop - at == 1 && (s[at] == 'x' || s[at] == 'X')) ||
                                      (stop - at == 2 && s[at] == 'o' && s[at + 1] == 'f'));
     if (operand && remainder) r_cut(r, 1, 1, 0);
@@ -1153,7 +1205,7 @@ static void r_word(Reader *r, Py_ssize_t at, Py_ssize_t stop, int spaced) {
 static int r_feed(Reader *r, int kind, Py_ssize_t at, Py_ssize_t stop) {
     Ctx *c = r->c;
     const Py_UCS4 *s = c->s;
-    if (r->last_eq >= 0 && at > r->last_eq + WINDOW && r->ntok == r->run) return 0;
+    if (r->last_eq >= 0 && at > r->last_eq + WINDOW && r->ntok == 0) return 0;
     if (kind == K_SKIP) return 1;
     if (kind == K_TAG) {
         r_cut(r, 0, 0, 0);
@@ -1180,7 +1232,7 @@ static int r_feed(Reader *r, int kind, Py_ssize_t at, Py_ssize_t stop) {
         r->pending_unit = 0;
         if (kind == K_OP && !spaced && s[at] != '/') kind = K_OTHER; /* `Post-it` */
         if (kind != K_OP && kind != K_EQ && kind != K_CLOSE && kind != K_PCT) r_cut(r, 0, 1, 1);
-        else if (r->ntok > r->run && r->toks[r->ntok - 1].kind == K_NUM) r->toks[r->ntok - 1].labelled = 1;
+        else if (r->ntok > 0 && r->toks[r->ntok - 1].kind == K_NUM) r->toks[r->ntok - 1].labelled = 1;
     }
     if (kind == K_WORDS) r_word(r, at, stop, spaced);
     else if (kind == K_OTHER) {
@@ -1194,7 +1246,7 @@ static int r_feed(Reader *r, int kind, Py_ssize_t at, Py_ssize_t stop) {
         if (kind == K_EQ) r->last_eq = at;
         if ((kind == K_NUM || kind == K_FRAC) && spaced && result_number(r)) r_end_result(r, kind, at, stop);
         else if (kind == K_OPEN && spaced && result_number(r)) r_cut(r, 0, 0, 0);
-        if (r->tainted && r->soft && r->ntok == r->run && spaced &&
+        if (r->tainted && r->soft && r->ntok == 0 && spaced &&
             (kind == K_NUM || kind == K_EQ || kind == K_OPEN || kind == K_FRAC))
             r->tainted = 0;
         push(r, make_token(c, kind, at, stop));
@@ -1208,13 +1260,6 @@ static void r_close(Reader *r) {
         r_cut(r, 1, 0, 0);
     }
     r_cut(r, 0, 0, 0);
-    int inside = 0;
-    for (Py_ssize_t k = 0; k < r->nseg && !r->c->fail; k++) {
-        Segment *seg = &r->segs[k];
-        int plain = chain(r->c, r->toks + seg->first, seg->last - seg->first, seg->tainted || inside,
-                          seg->last_tainted, r->sure, seg->has_joined ? &seg->joined : NULL);
-        inside = seg->has_joined && !plain;
-    }
 }
 
 /* arithmetic._read: returns where it stopped; sets c->fail where it declines */
@@ -1228,8 +1273,6 @@ static Py_ssize_t read_window(Ctx *c, Py_ssize_t start, Py_ssize_t end, int cut,
     int depth = c->depth++;
     r.toks = c->toks[depth];
     r.captok = c->captok[depth];
-    r.segs = c->segs[depth];
-    r.capseg = c->capseg[depth];
     r.c = c;
     r.sure = sure;
     r.tainted = (char)cut;
@@ -1253,8 +1296,6 @@ static Py_ssize_t read_window(Ctx *c, Py_ssize_t start, Py_ssize_t end, int cut,
     if (!c->fail) r_close(&r);
     c->toks[depth] = r.toks;
     c->captok[depth] = r.captok;
-    c->segs[depth] = r.segs;
-    c->capseg[depth] = r.capseg;
     c->depth--;
     return end;
 }
@@ -1329,12 +1370,6 @@ static PyObject *claims(PyObject *self, PyObject *args) {
     Py_ssize_t len = PyUnicode_GET_LENGTH(text);
     Py_UCS4 *s = PyUnicode_AsUCS4Copy(text);
     if (s == NULL) return NULL;
-    for (Py_ssize_t i = PyUnicode_IS_ASCII(text) ? len : 0; i < len; i++) {
-        if (s[i] >= 128 && Py_UNICODE_ISDECIMAL(s[i])) { /* the regex's \d reads it: Python reads this text */
-            PyMem_Free(s);
-            Py_RETURN_NONE;
-        }
-    }
     Ctx c = {.s = s, .len = len, .budget = MAX_TOKENS};
     PyObject *result = NULL;
     Py_ssize_t pos = 0, last_nl = -1, nl_scanned = 0, next_nl = -2;
@@ -1370,18 +1405,24 @@ static PyObject *claims(PyObject *self, PyObject *args) {
     result = PyList_New(c.nfound);
     if (result == NULL) goto done;
     for (Py_ssize_t i = 0; i < c.nfound; i++) {
-        PyObject *item = Py_BuildValue("(nnO)", c.found[i].start, c.found[i].end, c.found[i].right ? Py_True : Py_False);
-        if (item == NULL) {
+        PyObject *item = PyTuple_New(3), *start = PyLong_FromSsize_t(c.found[i].start);
+        PyObject *stop = PyLong_FromSsize_t(c.found[i].end);
+        if (item == NULL || start == NULL || stop == NULL) {
+            Py_XDECREF(item);
+            Py_XDECREF(start);
+            Py_XDECREF(stop);
             Py_CLEAR(result);
             goto done;
         }
+        PyTuple_SET_ITEM(item, 0, start);
+        PyTuple_SET_ITEM(item, 1, stop);
+        PyTuple_SET_ITEM(item, 2, Py_NewRef(c.found[i].right ? Py_True : Py_False));
         PyList_SET_ITEM(result, i, item);
     }
 done:
     free(c.found);
     for (int depth = 0; depth < 2; depth++) {
         free(c.toks[depth]);
-        free(c.segs[depth]);
     }
     PyMem_Free(s);
     return result;
@@ -1389,8 +1430,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"claims", claims, METH_VARARGS,
-     "claims(text, fallback) -> [(start, end, right), ...] | None: arithmetic.claims, with fallback(text, start, end, "
-     "cut, budget) -> (stop, budget, found) reading the windows this reader declines; None where Python reads all."},
+     "claims(text, fallback) -> [(start, end, right), ...]: arithmetic.claims, with fallback(text, start, end, cut, "
+     "budget) -> (stop, budget, found) reading the windows this reader declines."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -11,9 +11,13 @@ score are listed, so a trainer can place a reward at the token where a step ends
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from verifier_service.schema import ComponentResult, ScoreItem, StepsSpec, Verdict
 from verifier_service.scoring.arithmetic import claims
 from verifier_service.scoring.text import reasoning_block
+
+_SCORES = (0.0, 1.0)  # a step's score, indexed by whether it is right
 
 
 def scoped_span(completion: str, scope: str, tag: str) -> tuple[int, int]:
@@ -34,8 +38,8 @@ def score(item: ScoreItem, spec: StepsSpec) -> ComponentResult:
     if not found:
         return _result(1.0, Verdict.NO_STEPS, "no arithmetic step to check", [])
     # the steps as plain dicts, validated in one call: half the cost of a StepScore each (0.2 ms for 200 steps)
-    steps = [{"start": begin + start, "end": begin + stop, "score": float(right)} for start, stop, right in found]
-    right = sum(1 for _, _, ok in found if ok)
+    steps = [{"start": begin + start, "end": begin + stop, "score": _SCORES[right]} for start, stop, right in found]
+    right = sum(map(itemgetter(2), found))
     if right == len(steps):
         detail = f"all {len(steps)} arithmetic steps are right"
         return _result(1.0, Verdict.VALID, detail, steps)
