@@ -10,7 +10,9 @@ PRM updated online from outcome labels), for a model the verifier serves.
    `method="pairs"` trains on the pairs of a right and a wrong completion to one prompt with TRL's `RewardTrainer`
    (its Bradley-Terry loss; at most `max_pairs_per_group` per prompt); `method="outcome"` is PRIME's cross-entropy of
    the score's sigmoid against the outcome, on every completion. Either way the model sees the layout it is served
-   with (`template`, as the rm component lays it out, reward_models/layout.py);
+   with (`template`, as the rm component lays it out, reward_models/layout.py). `method="prm_outcome"` trains a
+   process reward model (kind prm: token classification, two labels) on step labels made from the outcome, laid out
+   as the prm component's `trl` layout reads them (below);
 3. saves it under `output_dir/step-N`, has every verifier load it (`POST /v1/models/{name}/reload`: a swap, no
    request scored by two versions), and
 4. asks the verifier to evaluate the new version on held-out prompts (a fixed `held_out` share of prompts, by hash,
@@ -20,7 +22,22 @@ PRM updated online from outcome labels), for a model the verifier serves.
    as `online_rm/<metric>` next to its own (through the reward's `log_metric`), and to `history`.
 
 It runs in the trainer's main process, between steps (as PRIME's update does): with several processes, each rank's
-reward sees only its share of the batch, and rank 0's outcomes train the model. A PRM (kind prm) is not trained here.
+reward sees only its share of the batch, and rank 0's outcomes train the model.
+
+PRM step labels from outcomes alone (`prm_outcome`): every step of a right answer is labelled good (1); of a wrong
+answer only the last step is labelled bad (0), its earlier steps left out of the loss (-100). The outcome says that a
+wrong answer went wrong somewhere, not where; the last step states the final answer the rule found wrong, the one step
+known bad. Labelling every step of a wrong answer 0 would give one step both labels wherever a group's completions
+share their first steps (GRPO's often do), and teach the model to doubt right steps. With the prm component's default
+`min` aggregate (PURE's min-form credit, which holds where a sum of step rewards is hacked:
+shared/research/models.md section 5) a wrong answer scores at most its last step, so that label is what lowers it; the
+steps' own credit is learnt, as PRIME learns it from outcome labels only (same section), not labelled. (PRMTrainer's
+`train_on_last_step_only` labelled the last step alone: section 1.) The rows are `reward_models.layout.trl_steps`'s,
+the layout the service reads (PRMTrainer's): each label at the last token of its step's separator, -100 elsewhere; a
+row over the model's length is left out, as the service leaves it unscored. Training is a short torch loop over the
+token-classification model's own loss (cross-entropy over the labelled tokens, as transformers' Trainer would run
+it), as `outcome` is; the evaluation reads the model as the prm component does (`layout` trl, `separator`,
+`aggregate`).
 
     rule = VerifierReward("math", base_url=URL)
     model = VerifierReward(["math", "rm"], base_url=URL, options={"rm": {"model": "rm", "transform": "sigmoid"}},
@@ -45,6 +62,7 @@ from typing import Any, Literal
 
 from transformers import TrainerCallback
 
+from reward_models.layout import step_spans, trl_steps
 from trainer_client.client import VerifierClient
 from trainer_client.config import DEFAULT_URL, api_key_or_env
 from trainer_client.errors import VerifierError
@@ -52,7 +70,9 @@ from verifier_service.schema import ItemResult, completion_text, prompt_text
 
 log = logging.getLogger("trainer_client")
 
-Method = Literal["pairs", "outcome"]
+Method = Literal["pairs", "outcome", "prm_outcome"]
+Aggregate = Literal["min", "last", "mean", "prod"]
+IGNORED = -100  # a token the loss leaves out (transformers' token-classification loss ignores it)
 METRIC_PREFIX = "online_rm/"
 PROBE_GROUPS = 64  # held-out groups of the first update that every later evaluation scores again
 EVAL_ITEMS = 2048  # completions in one evaluation at most (the verifier's VERIFIER_MAX_BATCH_ITEMS is 4096 by default)
@@ -125,6 +145,28 @@ def pairs(
     return rows
 
 
+def step_label_rows(
+    tokenizer: Any, examples: Sequence[tuple[str, str, float]], separator: str, threshold: float, max_length: int
+) -> list[tuple[list[int], list[int]]]:
+    """A process reward model's training rows (input ids, labels) from (prompt, completion, outcome): the completion
+    split into steps as the prm component splits it, laid out by its `trl` layout (reward_models/layout.py); a right
+    answer (outcome >= `threshold`) labelled 1 at every step's read position, a wrong one 0 at its last step's, every
+    other token -100. A completion with no steps, or laid out longer than `max_length`, gives no row."""
+    rows = []
+    for prompt, completion, outcome in examples:
+        steps = [completion[start:end] for start, end in step_spans(completion, separator)]
+        if not steps:
+            continue
+        ids, positions = trl_steps(tokenizer, prompt, steps, separator)
+        if len(ids) > max_length:  # cut, it would lose the steps that carry the labels
+            continue
+        labels = [IGNORED] * len(ids)
+        for position in positions if outcome >= threshold else positions[-1:]:
+            labels[position] = int(outcome >= threshold)
+        rows.append((ids, labels))
+    return rows
+
+
 class OnlineRewardModel(TrainerCallback):
     """Fine-tunes the verifier's reward model `model` from the rule outcomes every `every_steps` steps, has the
     verifier reload it and logs how it ranks held-out completions (see the module's documentation)."""
@@ -141,6 +183,8 @@ class OnlineRewardModel(TrainerCallback):
         threshold: float = 1.0,
         method: Method = "pairs",
         template: Literal["raw", "chat"] = "raw",
+        separator: str = "\n",
+        aggregate: Aggregate = "min",
         held_out: float = 0.2,
         max_pairs_per_group: int = 16,
         learning_rate: float = 1e-4,
@@ -155,8 +199,8 @@ class OnlineRewardModel(TrainerCallback):
     ) -> None:
         if every_steps < 1:
             raise ValueError("every_steps must be at least 1")
-        if method not in ("pairs", "outcome"):
-            raise ValueError('method must be "pairs" or "outcome"')
+        if method not in ("pairs", "outcome", "prm_outcome"):
+            raise ValueError('method must be "pairs", "outcome" or "prm_outcome"')
         if not 0.0 <= held_out < 1.0:
             raise ValueError("held_out must be in [0, 1)")
         self.model_name = model
@@ -164,6 +208,7 @@ class OnlineRewardModel(TrainerCallback):
         self.output_dir = Path(output_dir).resolve()  # the verifier reloads from an absolute path
         self.every_steps = every_steps
         self.outcome_from, self.threshold, self.method, self.template = outcome_from, threshold, method, template
+        self.separator, self.aggregate = separator, aggregate  # prm_outcome: how the steps are split and made one
         self.max_pairs_per_group, self.learning_rate, self.epochs = max_pairs_per_group, learning_rate, epochs
         self.batch_size, self.max_length, self.device, self.seed = batch_size, max_length, device, seed
         self.outcomes = OutcomeLog(keep_steps or every_steps, held_out)
@@ -221,9 +266,12 @@ class OnlineRewardModel(TrainerCallback):
             trained = self._train_pairs(rows, path)
         else:
             examples = [(prompt, o.completion, o.outcome) for prompt, outcomes in train for o in outcomes]
-            if not examples:
+            train_on = self._train_steps if self.method == "prm_outcome" else self._train_outcomes
+            found = train_on(examples, path) if examples else None
+            if found is None:
+                log.info("online reward model: step %d: no completion to train on yet", step)
                 return None
-            trained = self._train_outcomes(examples, path)
+            trained = found
         try:
             [answer, *_] = self.client.reload_model(self.model_name, str(path))
         except VerifierError as exc:  # training goes on with the version serving; the next update tries again
@@ -247,9 +295,8 @@ class OnlineRewardModel(TrainerCallback):
         self.metrics = {k: float(v) for k, v in trained.items()}
         if held:
             try:
-                evaluation = self.client.evaluate_model(
-                    self.model_name, held, template=self.template, correct_threshold=self.threshold
-                )
+                options = {"correct_threshold": self.threshold, **self._reading()}
+                evaluation = self.client.evaluate_model(self.model_name, held, **options)
             except VerifierError as exc:
                 log.warning("online reward model: step %d: the verifier did not evaluate %s: %s", step, path, exc)
                 entry["eval_error"] = str(exc)
@@ -260,11 +307,18 @@ class OnlineRewardModel(TrainerCallback):
         log.info("online reward model: step %d: %s serves %s %s", step, self.model_name, path, self.metrics)
         return entry
 
+    def _reading(self) -> dict[str, Any]:
+        """How the eval reads the model: as the rm component does, or the prm component (its trl layout)."""
+        if self.method == "prm_outcome":
+            return {"layout": "trl", "separator": self.separator, "aggregate": self.aggregate}
+        return {"template": self.template}
+
     def _load(self) -> tuple[Any, Any]:
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(self.checkpoint)
-        model = AutoModelForSequenceClassification.from_pretrained(self.checkpoint)
+        auto = AutoModelForTokenClassification if self.method == "prm_outcome" else AutoModelForSequenceClassification
+        model = auto.from_pretrained(self.checkpoint)
         if self.device is not None:
             model = model.to(self.device)
         return tokenizer, model
@@ -310,7 +364,7 @@ class OnlineRewardModel(TrainerCallback):
         tokenizer.save_pretrained(str(path))
         return {"train_pairs": float(len(rows)), "train_loss": float(result.training_loss)}
 
-    def _train_outcomes(self, examples: list[tuple[str, str, float]], path: Path) -> dict[str, float]:
+    def _train_outcomes(self, examples: list[tuple[str, str, float]], path: Path) -> dict[str, float] | None:
         """PRIME's loss: binary cross-entropy of sigmoid(score) against the outcome, on every completion, in the
         layout the rm component serves."""
         import torch
@@ -325,9 +379,47 @@ class OnlineRewardModel(TrainerCallback):
             for row, (_, _, outcome) in zip(ids, examples, strict=True)
             if row
         ]
-        pad = model.config.pad_token_id
-        optimizer = torch.optim.AdamW(model.parameters(), lr=self.learning_rate)
+        if not data:
+            return None
         loss_fn = torch.nn.BCEWithLogitsLoss()
+
+        def loss(input_ids: Any, mask: Any, batch: list[tuple[list[int], float]]) -> Any:
+            logits = model(input_ids=input_ids, attention_mask=mask).logits[:, 0]
+            return loss_fn(logits, torch.tensor([o for _, o in batch], dtype=logits.dtype, device=logits.device))
+
+        mean_loss = self._fit(model, data, model.config.pad_token_id, loss)
+        return self._saved(model, tokenizer, path, {"train_examples": float(len(data)), "train_loss": mean_loss})
+
+    def _train_steps(self, examples: list[tuple[str, str, float]], path: Path) -> dict[str, float] | None:
+        """A process reward model on step labels made from the outcomes (`step_label_rows`): the token-classification
+        model's own loss, cross-entropy over the labelled tokens."""
+        import torch
+
+        tokenizer, model = self._load()
+        rows = step_label_rows(tokenizer, examples, self.separator, self.threshold, self._max_length(model))
+        if not rows:
+            return None
+        pad = next(
+            (i for i in (model.config.pad_token_id, tokenizer.pad_token_id, tokenizer.eos_token_id) if i is not None), 0
+        )
+
+        def loss(input_ids: Any, mask: Any, batch: list[tuple[list[int], list[int]]]) -> Any:
+            labels = torch.full(input_ids.shape, IGNORED, dtype=torch.long)
+            for position, (_, row_labels) in enumerate(batch):
+                labels[position, : len(row_labels)] = torch.tensor(row_labels)
+            return model(input_ids=input_ids, attention_mask=mask, labels=labels.to(input_ids.device)).loss
+
+        mean_loss = self._fit(model, rows, pad, loss)
+        labelled = float(sum(sum(label != IGNORED for label in labels) for _, labels in rows))
+        trained = {"train_examples": float(len(rows)), "train_steps_labelled": labelled, "train_loss": mean_loss}
+        return self._saved(model, tokenizer, path, trained)
+
+    def _fit(self, model: Any, data: list[Any], pad: int, loss: Any) -> float:
+        """`epochs` passes of AdamW over `data` ((ids, target) rows, shuffled), in right-padded batches; `loss` maps
+        a batch's ids, attention mask and rows to its loss. The mean loss."""
+        import torch
+
+        optimizer = torch.optim.AdamW(model.parameters(), lr=self.learning_rate)
         model.train()
         losses: list[float] = []
         for _ in range(self.epochs):
@@ -340,18 +432,19 @@ class OnlineRewardModel(TrainerCallback):
                 for position, (row, _) in enumerate(batch):
                     input_ids[position, : len(row)] = torch.tensor(row)
                     mask[position, : len(row)] = 1
-                device = model.device
-                logits = model(input_ids=input_ids.to(device), attention_mask=mask.to(device)).logits[:, 0]
-                target = torch.tensor([outcome for _, outcome in batch], dtype=logits.dtype, device=device)
-                loss = loss_fn(logits, target)
+                value = loss(input_ids.to(model.device), mask.to(model.device), batch)
                 optimizer.zero_grad()
-                loss.backward()
+                value.backward()
                 optimizer.step()
-                losses.append(loss.item())
+                losses.append(value.item())
         model.eval()
+        return sum(losses) / max(1, len(losses))
+
+    @staticmethod
+    def _saved(model: Any, tokenizer: Any, path: Path, trained: dict[str, float]) -> dict[str, float]:
         model.save_pretrained(str(path))
         tokenizer.save_pretrained(str(path))
-        return {"train_examples": float(len(data)), "train_loss": sum(losses) / max(1, len(losses))}
+        return trained
 
 
 def capped(groups: list[dict[str, Any]], items: int) -> list[dict[str, Any]]:

@@ -229,7 +229,7 @@ class VerifierScriptArguments:
     )
     online_rm_every: int = field(default=10, metadata={"help": "Steps between updates of --online_rm."})
     online_rm_method: str = field(
-        default="pairs", metadata={"help": "pairs (RewardTrainer on right/wrong pairs) or outcome (PRIME's loss)."}
+        default="pairs", metadata={"help": "pairs (RewardTrainer) or outcome (PRIME's loss); a prm: step labels."}
     )
     online_rm_learning_rate: float = field(default=1e-4, metadata={"help": "The reward model's learning rate."})
     online_rm_epochs: int = field(default=1, metadata={"help": "Passes over the outcomes kept, per update."})
@@ -595,16 +595,18 @@ def online_reward_model(args: VerifierScriptArguments, rewards: Sequence[Any], o
     if served is None:
         raise SystemExit(f"error: --online_rm: the verifier at {args.verifier_url} serves no model of that name "
                          "(GET /v1/models lists them; VERIFIER_MODELS sets them)")  # fmt: skip
-    if served["kind"] != "rm":
-        raise SystemExit(f"error: --online_rm: the verifier's model is of kind {served['kind']}; only rm models "
-                         "(sequence classification) are trained online here")  # fmt: skip
+    if served["kind"] == "prm_lm":
+        raise SystemExit("error: --online_rm: the verifier's model is of kind prm_lm; rm models (sequence "
+                         "classification) and prm models (token classification) are trained online here")  # fmt: skip
+    # a process reward model (kind prm) learns step labels made from the outcome, whatever --online_rm_method says
+    method = "prm_outcome" if served["kind"] == "prm" else args.online_rm_method
     online = OnlineRewardModel(
         args.online_rm,
         checkpoint=checkpoint or served["path"],
         output_dir=Path(args.online_rm_output_dir or Path(output_dir or ".") / "rm").resolve(),
         every_steps=args.online_rm_every,
         outcome_from=outcome_from,
-        method=cast(Any, args.online_rm_method),
+        method=cast(Any, method),
         learning_rate=args.online_rm_learning_rate,
         epochs=args.online_rm_epochs,
         base_url=args.verifier_url,

@@ -2,10 +2,10 @@
 key as scoring. Thin: the checks and the eval are model_update.py's, the load and the swap the model runtime's.
 
 Statuses: 404, no such model; 409, a reload of it is under way; 413, an eval over the batch limits; 422, a body or a
-path this server refuses, a checkpoint that cannot be served (the old version serves on), or an eval of a model that
-is not an rm; 503, no memory on the device to load the new version beside the old (which serves on). No error
-answer repeats the path or the loader's message (logged), which may quote the checkpoint's files (the 200 answer
-shows the resolved path now serving, as GET /v1/models does).
+path this server refuses, a checkpoint that cannot be served (the old version serves on), or an eval of a process
+reward model in a layout not of its kind; 503, no memory on the device to load the new version beside the old (which
+serves on). No error answer repeats the path or the loader's message (logged), which may quote the checkpoint's files
+(the 200 answer shows the resolved path now serving, as GET /v1/models does).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
 from reward_models.runtime import ModelLoadError, ModelRuntime, ReloadBusy
+from reward_models.spec import PRM_KINDS
 from verifier_service.errors import CLIENT_CLOSED, invalid_request
 from verifier_service.model_update import EvalMemory, PathRefused, evaluate, reload_path
 from verifier_service.problems import describe
@@ -120,13 +121,13 @@ async def load(runtime: ModelRuntime, name: str, path: str) -> tuple[str, str]:
     "/v1/models/{name}/eval", responses=ERRORS, response_model=EvalResponse, openapi_extra=_body_of(EvalRequest)
 )
 async def eval_model(name: str, request: Request, settings: SettingsDep) -> Response:
-    """Score groups of completions with the model and compare the scores with their rule outcomes: ranking accuracy
-    within groups, AUROC, calibration error, the scores' spread, and drift from the version before the last reload."""
+    """Score groups of completions with the model (an rm as the rm component does; a process reward model as the prm
+    component does, its steps' aggregate) and compare the scores with their rule outcomes: ranking accuracy within
+    groups, AUROC, calibration error, the scores' spread, and drift from the version before the last reload."""
     try:
         runtime = served(request, name)
-        if runtime.kind(name) != "rm":
-            raise Refused(422, "eval supports rm models", "name")
         body = await read(request, EvalRequest)
+        check_layout(runtime.kind(name), body.layout)
         check_eval_limits(body, settings.max_batch_items, settings.max_completion_chars)
     except Refused as refused:
         return refused.response()
@@ -135,6 +136,14 @@ async def eval_model(name: str, request: Request, settings: SettingsDep) -> Resp
     if result is None:
         return Response(status_code=CLIENT_CLOSED)
     return Response(result.model_dump_json(), media_type="application/json")
+
+
+def check_layout(kind: str | None, layout: str) -> None:
+    """A process reward model's eval reads its steps as the prm component does: step_tag is a causal LM's layout
+    (kind prm_lm), trl and qwen_prm a token-classification model's (kind prm); 422 on `layout` otherwise."""
+    if kind in PRM_KINDS and (layout == "step_tag") != (kind == "prm_lm"):
+        needed = "prm_lm" if layout == "step_tag" else "prm"
+        raise Refused(422, f"layout {layout} needs a model of kind {needed}; this one is of kind {kind}", "layout")
 
 
 def check_eval_limits(body: EvalRequest, max_items: int, max_chars: int) -> None:

@@ -6,8 +6,10 @@
   VLLM_ALLOW_RUNTIME_LORA_UPDATING and Triton explicit model control before they load a model on request). The path
   is resolved (symlinks and `..`) before it is checked, and whether it exists is said only for paths under a root.
 - An eval scores each distinct completion once, in one call to the runtime (so by one version), and computes the
-  metrics of reward_models/metrics.py over the scored ones. Drift: the service keeps each version's last eval scores
-  (by a hash of the template, prompt and completion), for the version serving and the one before the last reload,
+  metrics of reward_models/metrics.py over the scored ones. An rm model's score is its logit (calibrated as its
+  sigmoid); a process reward model's is the aggregate of its steps' scores, the completion split and laid out as the
+  prm component does (a probability, calibrated as it is). Drift: the service keeps each version's last eval scores
+  (by a hash of what the model sees and how it is read), for the version serving and the one before the last reload,
   and compares this eval's scores with the previous version's over the completions both scored. It does not score
   them with the previous version again: that one is freed once its requests finish.
 """
@@ -17,12 +19,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reward_models import metrics
-from reward_models.runtime import RmInput
-from verifier_service.schema import EvalCounts, EvalDrift, EvalRequest, EvalResponse, ScoreSummary
+from reward_models.layout import step_spans
+from reward_models.runtime import PrmInput, RmInput
+from reward_models.spec import PRM_KINDS
+from verifier_service.schema import EvalCounts, EvalDrift, EvalGroup, EvalRequest, EvalResponse, ScoreSummary
+from verifier_service.scoring.prm import aggregate
 from verifier_service.scoring.rm import sigmoid
 
 if TYPE_CHECKING:
@@ -60,9 +66,10 @@ def reload_path(configured: str, requested: str | None, roots: tuple[str, ...]) 
     return str(resolved)
 
 
-def item_key(template: str, prompt: str | None, completion: str) -> str:
-    """What identifies an eval item across versions: a hash of what the model sees."""
-    return hashlib.sha256(json.dumps([template, prompt, completion]).encode()).hexdigest()[:32]
+def item_key(template: str, prompt: str | None, completion: str, *reading: str) -> str:
+    """What identifies an eval item across versions: a hash of what the model sees (and, for a process reward model,
+    `reading`: how its steps are laid out and made one score)."""
+    return hashlib.sha256(json.dumps([template, prompt, completion, *reading]).encode()).hexdigest()[:32]
 
 
 class EvalMemory:
@@ -108,14 +115,18 @@ async def evaluate(
 ) -> EvalResponse:
     """Score every completion with the model (by the loop time `deadline`) and compare with the rule outcomes."""
     rows = [(group, index) for group in body.groups for index in range(len(group.completions))]
-    keys = [item_key(body.template, group.prompt, group.completions[index]) for group, index in rows]
-    inputs = {
-        key: RmInput(body.template, group.prompt, group.completions[index])
-        for key, (group, index) in zip(keys, rows, strict=True)
-    }
-    version, outcomes = await runtime.score(name, list(inputs.values()), deadline)
-    scored = {key: o.logit for key, o in zip(inputs, outcomes, strict=True) if o is not None and o.logit is not None}
-    response = metrics_of(body, keys, scored, name, version)
+    if runtime.kind(name) in PRM_KINDS:
+        keys, scored, version = await steps_scored(runtime, name, body, rows, deadline)
+        response = metrics_of(body, keys, scored, name, version, probability=float)
+    else:
+        keys = [item_key(body.template, group.prompt, group.completions[index]) for group, index in rows]
+        inputs = {
+            key: RmInput(body.template, group.prompt, group.completions[index])
+            for key, (group, index) in zip(keys, rows, strict=True)
+        }
+        version, outcomes = await runtime.score(name, list(inputs.values()), deadline)
+        scored = {k: o.logit for k, o in zip(inputs, outcomes, strict=True) if o is not None and o.logit is not None}
+        response = metrics_of(body, keys, scored, name, version, probability=sigmoid)
     previous = runtime.previous_version(name)
     if previous is not None and previous != version:
         response.drift = drift(scored, memory.recall(name, previous), previous)
@@ -123,8 +134,41 @@ async def evaluate(
     return response
 
 
-def metrics_of(body: EvalRequest, keys: list[str], scored: dict[str, float], name: str, version: str) -> EvalResponse:
-    """The metrics over the scored items; `keys` lists every item's key, group by group."""
+async def steps_scored(
+    runtime: ModelRuntime, name: str, body: EvalRequest, rows: list[tuple[EvalGroup, int]], deadline: float
+) -> tuple[list[str], dict[str, float], str]:
+    """A process reward model's eval scores: each completion split at the separator and laid out as the prm component
+    does (one with no steps is not sent: unscored), the aggregate of its steps' scores; every item's key, the scores
+    by key, and the version that gave them."""
+    tags = (body.step_tag, body.good_token, body.bad_token) if body.layout == "step_tag" else ("", "", "")
+    reading = (body.layout, body.separator, body.aggregate, *tags)
+    keys, inputs = [], dict[str, Any]()
+    for group, index in rows:
+        completion = group.completions[index]
+        key = item_key("steps", group.prompt, completion, *reading)
+        keys.append(key)
+        steps = tuple(completion[start:end] for start, end in step_spans(completion, body.separator))
+        if steps:
+            inputs[key] = PrmInput(body.layout, group.prompt, steps, body.separator, *tags)
+    version, outcomes = await runtime.score_steps(name, list(inputs.values()), deadline)
+    scored = {
+        key: aggregate(outcome.steps, body.aggregate)
+        for key, outcome in zip(inputs, outcomes, strict=True)
+        if outcome is not None and outcome.steps is not None
+    }
+    return keys, scored, version
+
+
+def metrics_of(
+    body: EvalRequest,
+    keys: list[str],
+    scored: dict[str, float],
+    name: str,
+    version: str,
+    probability: Callable[[float], float],
+) -> EvalResponse:
+    """The metrics over the scored items; `keys` lists every item's key, group by group; `probability` makes a score
+    the probability its calibration is measured on."""
     groups: list[tuple[list[float], list[bool]]] = []
     scores, outcomes = [], []
     position = 0
@@ -150,7 +194,7 @@ def metrics_of(body: EvalRequest, keys: list[str], scored: dict[str, float], nam
         ),
         ranking_accuracy=accuracy,
         auroc=metrics.auroc(scores, labels),
-        calibration_error=metrics.calibration_error([sigmoid(score) for score in scores], outcomes, ECE_BINS),
+        calibration_error=metrics.calibration_error([probability(score) for score in scores], outcomes, ECE_BINS),
         scores=ScoreSummary(**summary) if summary is not None else None,
         drift=None,
     )

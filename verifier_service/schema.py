@@ -1671,10 +1671,23 @@ class EvalGroup(_Strict):
 
 
 class EvalRequest(_Strict):
-    """Groups of completions with their rule outcomes, to score with the model and compare."""
+    """Groups of completions with their rule outcomes, to score with the model and compare. An rm model scores each
+    completion as the rm component does (`template`); a process reward model (kind prm or prm_lm) as the prm
+    component does (`layout`, `separator`, `aggregate` and the step_tag fields, with its defaults): the completion's
+    score is the aggregate of its steps' scores, and a completion with no steps is unscored."""
 
     groups: list[EvalGroup] = Field(..., min_length=1, max_length=4096)
-    template: Literal["raw", "chat"] = Field("raw", description="The layout the model sees, as rm's `template`.")
+    template: Literal["raw", "chat"] = Field("raw", description="rm: the layout the model sees, as rm's `template`.")
+    layout: Literal["trl", "qwen_prm", "step_tag"] = Field(
+        "trl", description="prm, prm_lm: the steps' layout, as prm's `layout` (step_tag for kind prm_lm)."
+    )
+    separator: ShortText = Field("\n", description="prm, prm_lm: what the completion's steps are split at.")
+    aggregate: Literal["min", "last", "mean", "prod"] = Field(
+        "min", description="prm, prm_lm: how the step scores make the completion's score, as prm's `aggregate`."
+    )
+    step_tag: ShortText = Field("\u043a\u0438", description="step_tag: the tag after each step, as prm's.")
+    good_token: ShortText = Field("+", description="step_tag: the token whose probability is a step's score.")
+    bad_token: ShortText = Field("-", description="step_tag: the token it is weighed against.")
     correct_threshold: StrictFloat = Field(
         0.5, ge=0, le=1, description="The outcome from which a completion counts as right (for pairs and AUROC)."
     )
@@ -1696,7 +1709,8 @@ class EvalCounts(BaseModel):
     scored: int = Field(..., description="Completions the model scored; the metrics are over these.")
     unscored: int = Field(
         ...,
-        description="Completions it could not score (its template or forward failed, the deadline passed); one "
+        description="Completions it could not score (its template or forward failed, the deadline passed; for a "
+        "process reward model also no steps, steps that cannot be laid out, a layout over max_tokens); an rm input "
         "over max_tokens keeps its end and is scored.",
     )
     pairs: int = Field(..., description="(right, wrong) pairs within groups, among the scored.")
@@ -1726,9 +1740,15 @@ class EvalResponse(BaseModel):
         description="AUROC of the score against right/wrong over all items (ties at midranks); null unless both occur.",
     )
     calibration_error: float | None = Field(
-        ..., description="ECE of sigmoid(score) against the outcome, 10 equal-width bins; null when nothing scored."
+        ...,
+        description="ECE against the outcome, 10 equal-width bins, of sigmoid(score) for an rm model and of the score "
+        "itself (a probability) for a process reward model; null when nothing scored.",
     )
-    scores: ScoreSummary | None = Field(..., description="Of the raw scores (logits); null when nothing scored.")
+    scores: ScoreSummary | None = Field(
+        ...,
+        description="Of the scores: the raw logits (rm), the steps' aggregates (prm, prm_lm); null when nothing "
+        "scored.",
+    )
     drift: EvalDrift | None = Field(
         ..., description="Against the version before the last reload; null when no reload changed the version."
     )
