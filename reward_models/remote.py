@@ -132,7 +132,7 @@ class RemoteModel(ScoredModel):
         try:
             response = self.client.post(route, json=body)
         except httpx.HTTPError as exc:  # refused, reset, timed out
-            self.reachable = False
+            self.reachable = not isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)  # it answered, too late
             raise BatchFailed(f"the engine at {self.shown} failed: {type(exc).__name__}") from None
         self.reachable = True
         if 400 <= response.status_code < 500:

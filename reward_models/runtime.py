@@ -250,6 +250,17 @@ BACKENDS: dict[str, Callable[[str, ModelSpec], ScoredModel]] = {
 }
 
 
+def import_model_code() -> None:
+    """transformers' names, resolved once before models load in several threads at once: its lazy module's first
+    imports are not safe across threads (a name can be missing in one thread while another imports it)."""
+    import transformers
+
+    transformers.AutoTokenizer  # noqa: B018 - resolves the lazy names the loaders use
+    transformers.AutoModelForSequenceClassification  # noqa: B018
+    transformers.AutoModelForTokenClassification  # noqa: B018
+    transformers.AutoModelForCausalLM  # noqa: B018
+
+
 def place_of(name: str, spec: ModelSpec) -> tuple[str, int]:
     """The pool a model's calls run in and its threads: a device's one thread (a device runs one forward at a time),
     or for a model an engine serves, its own pool of max_concurrency threads (each call waits on the engine)."""
@@ -280,6 +291,7 @@ class ModelRuntime:
     async def start(self) -> None:
         """Load every model, each in its device's thread; the first that cannot be loaded stops the start."""
         loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, import_model_code)
         names = list(self.specs)
         loads = [
             loop.run_in_executor(self._thread(name, spec), BACKENDS[spec.backend], name, spec)

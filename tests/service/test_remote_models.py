@@ -184,7 +184,7 @@ def test_the_service_sends_token_ids_and_asks_vllm_for_raw_logits(
 
 def prm_items(model: str) -> list[dict[str, Any]]:
     long = "\n".join(["Tom has 3 apples and buys 4 more, so 7."] * 40)  # a layout over max_tokens: null, never cut
-    completions = [*test_prm_api.COMPLETIONS, long]
+    completions = [*test_prm_api.COMPLETIONS, long, "\n \n"]  # the last: no steps
     return [{"prompt": PROMPT, "completion": c, "prm": {"model": model, "layout": "trl"}} for c in completions]
 
 
@@ -258,7 +258,7 @@ def test_models_and_readyz_show_the_engine_without_credentials(remote_server: Se
     assert (listed["local_rm"]["backend"], listed["local_rm"]["url"], listed["local_rm"]["reachable"]) == (
         "local", None, None
     )  # fmt: skip
-    score(remote_server, rm_items("down_rm")[:1])
+    score(remote_server, rm_items("down_rm")[:1] + rm_items("vllm_rm")[:1])
     ready = httpx.get(f"{remote_server.url}/readyz", timeout=10)
     assert ready.status_code == 200  # an engine that is down makes its inputs null, not the service unready
     shown = ready.json()["models"]
