@@ -15,6 +15,9 @@
   deadline and failure handling. A step layout over max_tokens is not scored (too_long): cut, it would lose steps or
   shift them.
 
+A model may instead be served by an engine's server (vLLM, SGLang): `BACKENDS` picks how each model is built from
+its spec's `backend`, and the runtime calls every model alike (model.ScoredModel; remote.py for the engines).
+
 torch and transformers are imported when the runtime starts, never at import time: a service with no models does not
 load them.
 """

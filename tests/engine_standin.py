@@ -27,14 +27,15 @@ import asyncio
 import math
 from typing import Any
 
-import torch
 import uvicorn
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
-from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
 
 def build_app(checkpoint: str, kind: str, served_model: str) -> FastAPI:
+    import torch  # here, not at import: the suite collects this module where the `models` extra is not installed
+    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
+
     auto = AutoModelForSequenceClassification if kind == "rm" else AutoModelForTokenClassification
     model = auto.from_pretrained(checkpoint).eval()
     app = FastAPI()
