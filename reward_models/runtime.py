@@ -46,7 +46,6 @@ from reward_models.model import (
     Reads,
     RmInput,
     ScoredModel,
-    load_tokenizer,
 )
 from reward_models.spec import ModelSpec, shown_url
 
@@ -130,6 +129,7 @@ class LoadedModel(ScoredModel):
             AutoModelForCausalLM,
             AutoModelForSequenceClassification,
             AutoModelForTokenClassification,
+            AutoTokenizer,
         )
 
         self.name, self.spec, self.torch = name, spec, torch
@@ -141,10 +141,8 @@ class LoadedModel(ScoredModel):
             "prm_lm": AutoModelForCausalLM,
         }[spec.kind]
         try:
-            self.tokenizer = load_tokenizer(name, spec)
+            self.tokenizer = AutoTokenizer.from_pretrained(spec.path)
             model = auto.from_pretrained(spec.path, dtype=spec.dtype).to(spec.device)
-        except ModelLoadError:
-            raise
         except Exception as exc:  # a missing or broken checkpoint, an unknown architecture, no room on the device
             detail = f"{type(exc).__name__}: {exc}"
             room = isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"  # torch.cuda's
