@@ -236,11 +236,11 @@ def test_an_engine_slower_than_timeout_s_gives_null_model_error(remote_server: S
 
 
 def test_the_batch_deadline_holds_behind_a_slow_engine(remote_server: Server, engines: dict[str, str]) -> None:
-    """One request in flight, a few inputs in each (batch_tokens = max_tokens), each answered after 3 s: the
+    """One request in flight, a few inputs in each (batch_tokens = max_tokens), each answered after 2 s: the
     batches past the deadline are deadline_exceeded (null), and the answer comes at the deadline, not when the
     engine would have finished."""
-    items = [{"prompt": PROMPT, "completion": f"{n} apples", "rm": {"model": "queued_rm"}} for n in range(20)]
-    with fault(engines["rm"], "slow", delay_s=3.0):
+    items = [{"prompt": PROMPT, "completion": f"{n} apples", "rm": {"model": "queued_rm"}} for n in range(40)]
+    with fault(engines["rm"], "slow", delay_s=2.0):
         started = time.monotonic()
         results = score(remote_server, items)
         took = time.monotonic() - started
