@@ -270,3 +270,17 @@ def test_a_reload_of_an_engines_model_is_a_422_naming_it(remote_server: Server) 
     response = httpx.post(f"{remote_server.url}/v1/models/vllm_rm/reload", json={}, timeout=30)
     assert response.status_code == 422, response.text
     assert "engine" in response.text and "name" in json.dumps(response.json())
+
+
+def test_an_engines_rm_evaluates_as_the_local_one(remote_server: Server) -> None:
+    """POST /v1/models/{name}/eval scores through the engine too: the same metrics as the local backend's."""
+    body = {"groups": [{"prompt": PROMPT, "completions": test_rm_api.COMPLETIONS, "outcomes": [1.0, 1.0, 0.0, 0.0]}]}
+    answers = {
+        name: httpx.post(f"{remote_server.url}/v1/models/{name}/eval", json=body, timeout=60)
+        for name in ("local_rm", "vllm_rm")
+    }
+    assert {name: answer.status_code for name, answer in answers.items()} == {"local_rm": 200, "vllm_rm": 200}
+    local, remote = (answers[name].json() for name in ("local_rm", "vllm_rm"))
+    assert remote["model_version"] == "vllm:served" and remote["counts"] == local["counts"]
+    assert (remote["ranking_accuracy"], remote["auroc"]) == (local["ranking_accuracy"], local["auroc"])
+    assert remote["scores"] == pytest.approx(local["scores"], abs=1e-4)
