@@ -17,7 +17,8 @@ and answers as their sources define them, with a model whose logits are known.
 
 Each input runs alone, unpadded, as an engine schedules sequences. `POST /_fault {"mode", "delay_s"}` makes the
 routes above (not /health) fail until reset: `500`, `malformed` (not JSON), `shape` (JSON of another shape), `rows`
-(one row fewer than sent), `slow` (answer after delay_s); `none` resets. `GET /_requests` lists the bodies received.
+(one row fewer than sent), `slow` (answer after delay_s); `none` resets. `max_model_len` (none) makes vLLM's routes
+refuse a request holding a longer input with 400, as vLLM does. `GET /_requests` lists the bodies received.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def build_app(checkpoint: str, kind: str, served_model: str) -> FastAPI:
     auto = AutoModelForSequenceClassification if kind == "rm" else AutoModelForTokenClassification
     model = auto.from_pretrained(checkpoint).eval()
     app = FastAPI()
-    fault: dict[str, Any] = {"mode": "none", "delay_s": 0.0}
+    fault: dict[str, Any] = {"mode": "none", "delay_s": 0.0, "max_model_len": None}
     received: list[dict[str, Any]] = []
 
     def forward(ids: list[int]) -> list[list[float]]:
@@ -64,9 +65,12 @@ def build_app(checkpoint: str, kind: str, served_model: str) -> FastAPI:
             answer = answer[:-1] if isinstance(answer, list) else answer | {"data": answer["data"][:-1]}
         return JSONResponse(answer)
 
-    def wrong_model(body: dict[str, Any]) -> Response | None:
+    def refused(body: dict[str, Any], rows: list[list[int]]) -> Response | None:
+        """vLLM's 4xx: a model it does not serve; a prompt longer than its max_model_len (the whole request)."""
         if body.get("model") not in (None, served_model):
             return JSONResponse({"error": {"message": "The model does not exist."}}, status_code=404)
+        if (limit := fault["max_model_len"]) is not None and any(len(ids) > limit for ids in rows):
+            return JSONResponse({"error": {"message": "longer than the maximum context length"}}, status_code=400)
         return None
 
     @app.get("/health")
@@ -90,8 +94,8 @@ def build_app(checkpoint: str, kind: str, served_model: str) -> FastAPI:
             rows = rows_of(body["input_ids"])
             answer = [{"embedding": forward(ids)[0], "meta_info": {"prompt_tokens": len(ids)}} for ids in rows]
             return await faulty(answer)
-        if (refused := wrong_model(body)) is not None:
-            return refused
+        if (refusal := refused(body, rows_of(body["input"]))) is not None:
+            return refusal
         data = []
         for index, ids in enumerate(rows_of(body["input"])):
             logit = forward(ids)[0][0]
@@ -103,8 +107,8 @@ def build_app(checkpoint: str, kind: str, served_model: str) -> FastAPI:
     async def pooling(request: Request) -> Response:
         body = await request.json()
         received.append({"route": "/pooling", **body})
-        if (refused := wrong_model(body)) is not None:
-            return refused
+        if (refusal := refused(body, rows_of(body["input"]))) is not None:
+            return refusal
         if body.get("task") != "token_classify":
             return JSONResponse({"error": {"message": "unsupported task"}}, status_code=400)
         data = []

@@ -131,12 +131,13 @@ def remote_server(
 
 
 @contextmanager
-def fault(url: str, mode: str, delay_s: float = 0.0) -> Iterator[None]:
-    httpx.post(f"{url}/_fault", json={"mode": mode, "delay_s": delay_s}, timeout=5).raise_for_status()
+def fault(url: str, mode: str, delay_s: float = 0.0, max_model_len: int | None = None) -> Iterator[None]:
+    body = {"mode": mode, "delay_s": delay_s, "max_model_len": max_model_len}
+    httpx.post(f"{url}/_fault", json=body, timeout=5).raise_for_status()
     try:
         yield
     finally:
-        httpx.post(f"{url}/_fault", json={"mode": "none"}, timeout=5).raise_for_status()
+        httpx.post(f"{url}/_fault", json={"mode": "none", "max_model_len": None}, timeout=5).raise_for_status()
 
 
 def score(server: Server, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -222,6 +223,30 @@ def test_an_engine_that_fails_a_prm_gives_null_model_error(
 ) -> None:
     with fault(engines["prm"], mode):
         assert_all_model_error(score(remote_server, prm_items("vllm_prm")[:1]))
+
+
+def test_an_input_the_engine_refuses_costs_only_itself(
+    remote_server: Server, engines: dict[str, str], checkpoints: dict[str, Path]
+) -> None:
+    """vLLM refuses a whole request (400) when one of its inputs is over its max_model_len: the service then sends
+    the batch's inputs one by one, so only that input is null (model_error) and the others are scored."""
+    from transformers import AutoTokenizer
+
+    from reward_models.layout import token_ids
+
+    items = rm_items("vllm_rm")[: len(test_rm_api.COMPLETIONS)]  # raw, all within max_tokens
+    tokenizer = AutoTokenizer.from_pretrained(checkpoints["rm"])
+    lengths = [len(ids) for ids in token_ids(tokenizer, "raw", [(PROMPT, item["completion"]) for item in items])]
+    limit = max(lengths) - 1
+    local = score(remote_server, [item | {"rm": {"model": "local_rm"}} for item in items])
+    with fault(engines["rm"], "none", max_model_len=limit):
+        remote = score(remote_server, items)
+    for length, got, want in zip(lengths, remote, local, strict=True):
+        if length > limit:
+            assert (got["score"], got["verdict"]) == (None, "model_error")
+        else:
+            assert got["score"] == pytest.approx(want["score"], abs=1e-4)
+    assert sum(length > limit for length in lengths) == 1
 
 
 def test_an_engine_that_is_down_gives_null_model_error(remote_server: Server) -> None:
