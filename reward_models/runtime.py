@@ -15,6 +15,9 @@
   deadline and failure handling. A step layout over max_tokens is not scored (too_long): cut, it would lose steps or
   shift them.
 
+A model may instead be served by an engine's server (vLLM, SGLang): `BACKENDS` picks how each model is built from
+its spec's `backend`, and the runtime calls every model alike (model.ScoredModel; remote.py for the engines).
+
 torch and transformers are imported when the runtime starts, never at import time: a service with no models does not
 load them.
 """
@@ -26,84 +29,51 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-import math
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from reward_models.batching import batches
-from reward_models.layout import (
-    LayoutError,
-    StepLayout,
-    Template,
-    qwen_prm_steps,
-    step_tag_steps,
-    tag_id,
-    token_ids,
-    trl_steps,
+from reward_models.model import (
+    TOKENIZE_CHUNK,
+    BatchFailed,
+    Failure,
+    ModelLoadError,
+    Outcome,
+    PrmInput,
+    Reads,
+    RmInput,
+    ScoredModel,
 )
-from reward_models.spec import ModelSpec
+from reward_models.spec import ModelSpec, shown_url
+
+__all__ = [
+    "BACKENDS",
+    "TOKENIZE_CHUNK",
+    "BatchFailed",
+    "Failure",
+    "LoadedModel",
+    "ModelLoadError",
+    "ModelRuntime",
+    "Outcome",
+    "PrmInput",
+    "ReloadBusy",
+    "ReloadRefused",
+    "RmInput",
+    "ScoredModel",
+]
 
 log = logging.getLogger(__name__)
-
-TOKENIZE_CHUNK = 256  # inputs tokenized at a time: the tokenizer's lists of ints become compact arrays chunk by chunk
-# too_long: over max_tokens; model_error: the forward or the template failed; bad_layout: the steps cannot be laid
-# out for this model (a step holds its tag token, a tag is not a token of its tokenizer)
-Failure = Literal["too_long", "model_error", "bad_layout"]
-
-
-class ModelLoadError(RuntimeError):
-    """A configured model cannot be served: the service does not start (or, on a reload, the old one stays). `public`
-    says why without the path or the loader's own message (which may quote the checkpoint's files), for an HTTP
-    answer; `out_of_room`: the device had no memory for it, not the checkpoint's fault."""
-
-    def __init__(self, message: str, public: str | None = None, *, out_of_room: bool = False) -> None:
-        super().__init__(message)
-        self.public = public or "the checkpoint cannot be served"
-        self.out_of_room = out_of_room
 
 
 class ReloadBusy(RuntimeError):
     """A reload of this model is already under way."""
 
 
-@dataclass(frozen=True)
-class RmInput:
-    """One input to a sequence-classification model: a prompt and a completion laid out by `template`; over the
-    model's max_tokens it keeps its end (`keep_end`) or is not scored."""
-
-    template: Template
-    prompt: str | None
-    completion: str
-    keep_end: bool = True
-
-
-@dataclass(frozen=True)
-class PrmInput:
-    """One input to a process reward model: a prompt and the completion's steps, laid out by `layout` (reward_models/
-    layout.py); the tag and the good and bad tokens are step_tag's."""
-
-    layout: StepLayout
-    prompt: str | None
-    steps: tuple[str, ...]
-    separator: str = "\n"
-    step_tag: str = "\u043a\u0438"  # Math-Shepherd's "ки"
-    good_token: str = "+"
-    bad_token: str = "-"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """A model's answer for one input: its logit (rm) or its steps' scores (prm), or why there is none."""
-
-    logit: float | None
-    failure: Failure | None = None
-    tokens: int = 0  # the input's length in tokens (before it was cut to its end)
-    steps: tuple[float, ...] | None = None
+class ReloadRefused(RuntimeError):
+    """A model this service does not load itself (an engine serves it): its weights are reloaded on the engine."""
 
 
 def checkpoint_version(path: str, model: Any) -> str:
@@ -144,9 +114,14 @@ def _head_not_plain(config: Any) -> str | None:
     return None
 
 
-class LoadedModel:
-    """One checkpoint in memory, with its tokenizer and the settings its inputs are cut to. Built in its device's
-    thread at start or in the loader thread on a reload, then used from its device's thread only."""
+def device_key(device: str) -> str:
+    return "cuda:0" if device == "cuda" else device
+
+
+class LoadedModel(ScoredModel):
+    """One checkpoint in memory (backend local: transformers), with its tokenizer and the settings its inputs are cut
+    to. Built in its device's thread at start or in the loader thread on a reload, then used from its device's thread
+    only."""
 
     def __init__(self, name: str, spec: ModelSpec) -> None:
         import torch
@@ -213,93 +188,6 @@ class LoadedModel:
             why = f"the checkpoint's files cannot be read ({type(exc).__name__})"
             raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: {why}: {exc}", why) from None
 
-    def score(self, inputs: Sequence[RmInput], stop: threading.Event, out: dict[int, Outcome]) -> None:
-        """Put an outcome for each input into `out` as its batch finishes; stop between batches once `stop` is set."""
-        rows: dict[int, array.array[int]] = {}
-        tokens: dict[int, int] = {}
-        for template in ("raw", "chat"):
-            indexes = [index for index, item in enumerate(inputs) if item.template == template]
-            for start in range(0, len(indexes), TOKENIZE_CHUNK):
-                if stop.is_set():
-                    return
-                self._tokenize(inputs, indexes[start : start + TOKENIZE_CHUNK], rows, tokens, out)
-        self._run(rows, tokens, out, stop, lambda batch: self._rm_outcomes(batch, rows, tokens))
-
-    def _run(
-        self,
-        rows: dict[int, array.array[int]],
-        tokens: dict[int, int],
-        out: dict[int, Outcome],
-        stop: threading.Event,
-        read: Callable[[list[int]], list[Outcome]],
-    ) -> None:
-        """The laid-out rows sorted by length and cut into forwards under the token budget, `read` over each."""
-        order = list(rows)
-        for batch in batches([len(rows[index]) for index in order], self.spec.batch_tokens):
-            if stop.is_set():
-                return
-            self._forward([order[position] for position in batch], tokens, out, stop, read)
-
-    def _tokenize(
-        self,
-        inputs: Sequence[RmInput],
-        indexes: list[int],
-        rows: dict[int, array.array[int]],
-        tokens: dict[int, int],
-        out: dict[int, Outcome],
-    ) -> None:
-        template = inputs[indexes[0]].template
-        try:
-            ids = token_ids(self.tokenizer, template, [(inputs[i].prompt, inputs[i].completion) for i in indexes])
-        except Exception:  # a template that cannot render an input: each alone, so that it costs only itself
-            if len(indexes) > 1:
-                for index in indexes:
-                    self._tokenize(inputs, [index], rows, tokens, out)
-                return
-            log.exception("model %s: laying out an input failed", self.name)
-            out[indexes[0]] = Outcome(None, "model_error")
-            return
-        for index, row in zip(indexes, ids, strict=True):
-            length = len(row)
-            if length == 0 or (length > self.max_tokens and not inputs[index].keep_end):
-                out[index] = Outcome(None, "too_long" if length else "model_error", length)
-                continue
-            rows[index], tokens[index] = array.array("q", row[-self.max_tokens :]), length  # keep_end: the last ones
-
-    def _forward(
-        self,
-        batch: list[int],
-        tokens: dict[int, int],
-        out: dict[int, Outcome],
-        stop: threading.Event,
-        read: Callable[[list[int]], list[Outcome]],
-    ) -> None:
-        """One forward over the batch (`read`); should it fail (out of memory, say), each input alone, so that one bad
-        input costs only itself; those alone stop too once `stop` is set (a broken device fails each input in turn)."""
-        try:
-            outcomes = read(batch)
-        except Exception:
-            if len(batch) > 1:
-                for index in batch:
-                    if stop.is_set():
-                        return
-                    self._forward([index], tokens, out, stop, read)
-                return
-            log.exception("model %s: the forward pass failed on an input of %d tokens", self.name, tokens[batch[0]])
-            out[batch[0]] = Outcome(None, "model_error", tokens[batch[0]])
-            return
-        out.update(zip(batch, outcomes, strict=True))
-
-    def _rm_outcomes(
-        self, batch: list[int], rows: dict[int, array.array[int]], tokens: dict[int, int]
-    ) -> list[Outcome]:
-        logits = self.logits([rows[index] for index in batch])
-        outcomes = []
-        for index, logit in zip(batch, logits, strict=True):
-            good = math.isfinite(logit)
-            outcomes.append(Outcome(logit if good else None, None if good else "model_error", tokens[index]))
-        return outcomes
-
     def _padded(self, rows: Sequence[array.array[int]]) -> tuple[Any, Any]:
         """The rows right-padded into one batch, and its attention mask, on the model's device."""
         torch = self.torch
@@ -319,61 +207,7 @@ class LoadedModel:
             output = self.model(input_ids=input_ids, attention_mask=mask)
         return [float(value) for value in output.logits[:, 0].float().cpu().tolist()]
 
-    # --- process reward models: a score per step ---------------------------------------------------------------
-
-    def score_steps(self, inputs: Sequence[PrmInput], stop: threading.Event, out: dict[int, Outcome]) -> None:
-        """Put each input's step scores into `out` as its batch finishes; stop between batches once `stop` is set."""
-        rows: dict[int, array.array[int]] = {}
-        tokens: dict[int, int] = {}
-        reads: dict[int, tuple[list[int], tuple[int, int] | None]] = {}  # positions; (good, bad) ids for prm_lm
-        for index, item in enumerate(inputs):
-            if index % TOKENIZE_CHUNK == 0 and stop.is_set():
-                return
-            try:
-                ids, positions, candidates = self._step_layout(item)
-            except LayoutError as exc:
-                log.info("model %s: an input cannot be laid out: %s", self.name, exc)
-                out[index] = Outcome(None, "bad_layout")
-                continue
-            except Exception:  # a template that cannot render the input
-                log.exception("model %s: laying out an input failed", self.name)
-                out[index] = Outcome(None, "model_error")
-                continue
-            if len(ids) > self.max_tokens:  # never cut: the steps past the cut, or all of them, would be lost
-                out[index] = Outcome(None, "too_long", len(ids))
-                continue
-            rows[index], tokens[index], reads[index] = array.array("q", ids), len(ids), (positions, candidates)
-        self._run(rows, tokens, out, stop, lambda batch: self._step_outcomes(batch, rows, tokens, reads))
-
-    def _step_layout(self, item: PrmInput) -> tuple[list[int], list[int], tuple[int, int] | None]:
-        """The input's ids, each step's position, and for prm_lm the ids of the good and bad tokens."""
-        if (item.layout == "step_tag") != (self.spec.kind == "prm_lm"):  # the request was checked: not reached
-            raise LayoutError(f"layout {item.layout} does not fit a model of kind {self.spec.kind}")
-        if item.layout == "trl":
-            return (*trl_steps(self.tokenizer, item.prompt, item.steps, item.separator), None)
-        if item.layout == "qwen_prm":
-            return (*qwen_prm_steps(self.tokenizer, item.prompt, item.steps), None)
-        ids, positions = step_tag_steps(self.tokenizer, item.prompt, item.steps, item.separator, item.step_tag)
-        return ids, positions, (tag_id(self.tokenizer, item.good_token), tag_id(self.tokenizer, item.bad_token))
-
-    def _step_outcomes(
-        self,
-        batch: list[int],
-        rows: dict[int, array.array[int]],
-        tokens: dict[int, int],
-        reads: dict[int, tuple[list[int], tuple[int, int] | None]],
-    ) -> list[Outcome]:
-        found = self.step_scores([rows[index] for index in batch], [reads[index] for index in batch])
-        outcomes = []
-        for index, scores in zip(batch, found, strict=True):
-            good = all(math.isfinite(score) for score in scores)
-            outcomes.append(Outcome(None, None, tokens[index], tuple(scores)) if good else
-                            Outcome(None, "model_error", tokens[index]))  # fmt: skip
-        return outcomes
-
-    def step_scores(
-        self, rows: Sequence[array.array[int]], reads: Sequence[tuple[list[int], tuple[int, int] | None]]
-    ) -> list[list[float]]:
+    def step_scores(self, rows: Sequence[array.array[int]], reads: Sequence[Reads]) -> list[list[float]]:
         """Each row's step scores, from one forward over the right-padded batch (a causal model's position never sees
         the padding after it): a token-classification model's softmax over its two labels, label 1, at each step's
         position; a causal LM's softmax over the logits of the good and the bad token, the good one, there (its LM
@@ -402,12 +236,46 @@ def _give_back_cache(thread: ThreadPoolExecutor, torch: Any) -> None:
         thread.submit(torch.cuda.empty_cache)
 
 
+def _remote(name: str, spec: ModelSpec) -> ScoredModel:
+    from reward_models.remote import REMOTE_MODELS  # imports httpx only when an engine serves a model
+
+    return REMOTE_MODELS[spec.backend](name, spec)
+
+
+# Backend (ModelSpec.backend) -> how a model of it is built, in its place's thread: the runtime calls every model
+# alike (ScoredModel), whatever runs its forward passes.
+BACKENDS: dict[str, Callable[[str, ModelSpec], ScoredModel]] = {
+    "local": LoadedModel,
+    "vllm": _remote,
+    "sglang": _remote,
+}
+
+
+def import_model_code() -> None:
+    """transformers' names, resolved once before models load in several threads at once: its lazy module's first
+    imports are not safe across threads (a name can be missing in one thread while another imports it)."""
+    import transformers
+
+    transformers.AutoTokenizer  # noqa: B018 - resolves the lazy names the loaders use
+    transformers.AutoModelForSequenceClassification  # noqa: B018
+    transformers.AutoModelForTokenClassification  # noqa: B018
+    transformers.AutoModelForCausalLM  # noqa: B018
+
+
+def place_of(name: str, spec: ModelSpec) -> tuple[str, int]:
+    """The pool a model's calls run in and its threads: a device's one thread (a device runs one forward at a time),
+    or for a model an engine serves, its own pool of max_concurrency threads (each call waits on the engine)."""
+    if spec.remote:
+        return f"remote-{name}", spec.max_concurrency
+    return device_key(spec.device), 1
+
+
 class ModelRuntime:
-    """Every configured model, loaded at `start`, each run in its device's thread."""
+    """Every configured model, loaded at `start`, each run in its place's thread (place_of)."""
 
     def __init__(self, specs: Mapping[str, ModelSpec]) -> None:
         self.specs = dict(specs)
-        self._models: dict[str, LoadedModel] = {}
+        self._models: dict[str, ScoredModel] = {}
         self._threads: dict[str, ThreadPoolExecutor] = {}
         self._stops: set[threading.Event] = set()
         self._reloading: set[str] = set()
@@ -415,19 +283,20 @@ class ModelRuntime:
         self._loader: ThreadPoolExecutor | None = None  # reloads load here, off the devices' threads
         self._closed = False
 
-    def _thread(self, device: str) -> ThreadPoolExecutor:
-        key = "cuda:0" if device == "cuda" else device
+    def _thread(self, name: str, spec: ModelSpec) -> ThreadPoolExecutor:
+        key, workers = place_of(name, spec)
         if key not in self._threads:
-            self._threads[key] = ThreadPoolExecutor(1, thread_name_prefix=f"model-{key}")
+            self._threads[key] = ThreadPoolExecutor(workers, thread_name_prefix=f"model-{key}")
         return self._threads[key]
 
     async def start(self) -> None:
         """Load every model, each in its device's thread; the first that cannot be loaded stops the start."""
         loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, import_model_code)
         names = list(self.specs)
         loads = [
-            loop.run_in_executor(self._thread(self.specs[name].device), LoadedModel, name, self.specs[name])
-            for name in names
+            loop.run_in_executor(self._thread(name, spec), BACKENDS[spec.backend], name, spec)
+            for name, spec in self.specs.items()
         ]
         loaded = await asyncio.gather(*loads)
         self._models = dict(zip(names, loaded, strict=True))
@@ -443,12 +312,14 @@ class ModelRuntime:
 
         The old version is freed when the last request that holds it finishes; on a GPU, its cached blocks are then
         given back to the driver (torch.cuda.empty_cache, in the device's thread)."""
+        if self.specs[name].remote:  # swapped in place on the engine, under requests in flight: no version to pin
+            raise ReloadRefused(name)
         if name in self._reloading:
             raise ReloadBusy(name)
         self._reloading.add(name)
         try:
             spec = self.specs[name].model_copy(update={"path": path})
-            thread = self._thread(spec.device)
+            thread = self._thread(name, spec)
             if self._loader is None:  # a thread per model: each model has at most one reload under way
                 self._loader = ThreadPoolExecutor(len(self.specs), thread_name_prefix="model-loader")
             new = await asyncio.get_running_loop().run_in_executor(self._loader, LoadedModel, name, spec)
@@ -461,9 +332,14 @@ class ModelRuntime:
         if old.version != new.version:
             self._previous[name] = old.version
         if spec.device.startswith("cuda"):
-            weakref.finalize(old, _give_back_cache, thread, old.torch)
+            weakref.finalize(old, _give_back_cache, thread, self.torch_of(old))
         log.info("model %s reloaded: %s -> %s (%s)", name, old.version, new.version, path)
         return old.version, new.version
+
+    @staticmethod
+    def torch_of(model: ScoredModel) -> Any:
+        assert isinstance(model, LoadedModel)  # a model reloaded here is one this service loads
+        return model.torch
 
     def previous_version(self, name: str) -> str | None:
         """The version the model served before the last reload that changed it; None if none did."""
@@ -477,6 +353,8 @@ class ModelRuntime:
         if self._loader is not None:
             threads.append(self._loader)
         await asyncio.gather(*(asyncio.to_thread(thread.shutdown, True, cancel_futures=True) for thread in threads))
+        for model in self._models.values():
+            model.close()
         self._models = {}
 
     @property
@@ -488,28 +366,32 @@ class ModelRuntime:
         return spec.kind if spec is not None else None
 
     def status(self) -> dict[str, dict[str, Any]]:
-        """Each model: loaded or not, its device and version (what /readyz and GET /v1/models show)."""
+        """Each model: loaded or not, its backend, device (or engine's URL, without credentials, and whether it was
+        reachable when last called) and version (what /readyz and GET /v1/models show)."""
         shown = {}
         for name, configured in self.specs.items():
             model = self._models.get(name)
             spec = model.spec if model is not None else configured  # after a reload: the path it was reloaded from
+            backend = model.status() if model is not None else {"backend": spec.backend, "device": spec.device}
+            if spec.remote:
+                backend |= {"device": "remote", "url": shown_url(spec.url or "")}
             shown[name] = {
                 "kind": spec.kind,
                 "path": spec.path,
-                "device": spec.device,
+                **backend,
                 "loaded": model is not None,
                 "version": model.version if model is not None else None,
                 "reloading": name in self._reloading,
             }
         return shown
 
-    def pin(self, name: str) -> LoadedModel:
+    def pin(self, name: str) -> ScoredModel:
         """The version of the model serving now, for a caller that makes several calls and wants them all scored by
         it (a request's two rounds): pass it back as `model`. Holding it keeps it in memory past a reload."""
         return self._models[name]
 
     async def score(
-        self, name: str, inputs: Sequence[RmInput], deadline: float, model: LoadedModel | None = None
+        self, name: str, inputs: Sequence[RmInput], deadline: float, model: ScoredModel | None = None
     ) -> tuple[str, list[Outcome | None]]:
         """The model's version and an outcome per input, scored by the loop time `deadline`; None for an input not
         scored by then (the thread stops after the batch it is running). `model`: a version `pin` gave, else the
@@ -518,7 +400,7 @@ class ModelRuntime:
         return await self._call(model, model.score, inputs, deadline)
 
     async def score_steps(
-        self, name: str, inputs: Sequence[PrmInput], deadline: float, model: LoadedModel | None = None
+        self, name: str, inputs: Sequence[PrmInput], deadline: float, model: ScoredModel | None = None
     ) -> tuple[str, list[Outcome | None]]:
         """As `score`, for a process reward model: each outcome has its steps' scores."""
         model = model or self._models[name]
@@ -526,7 +408,7 @@ class ModelRuntime:
 
     async def _call(
         self,
-        model: LoadedModel,
+        model: ScoredModel,
         method: Callable[[Any, threading.Event, dict[int, Outcome]], None],
         inputs: Sequence[Any],
         deadline: float,
@@ -535,7 +417,7 @@ class ModelRuntime:
         loop = asyncio.get_running_loop()
         stop, out = threading.Event(), dict[int, Outcome]()
         self._stops.add(stop)
-        work = loop.run_in_executor(self._thread(model.spec.device), method, inputs, stop, out)
+        work = loop.run_in_executor(self._thread(name, model.spec), method, inputs, stop, out)
         try:
             await asyncio.wait_for(asyncio.shield(work), max(0.0, deadline - loop.time()))
         except TimeoutError:

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
-from reward_models.runtime import ModelLoadError, ModelRuntime, ReloadBusy
+from reward_models.runtime import ModelLoadError, ModelRuntime, ReloadBusy, ReloadRefused
 from reward_models.spec import PRM_KINDS
 from verifier_service.errors import CLIENT_CLOSED, invalid_request
 from verifier_service.model_update import EvalMemory, PathRefused, evaluate, reload_path
@@ -106,6 +106,13 @@ def checked_path(runtime: ModelRuntime, name: str, requested: str | None, roots:
 async def load(runtime: ModelRuntime, name: str, path: str) -> tuple[str, str]:
     try:
         return await runtime.reload(name, path)
+    except ReloadRefused:
+        raise Refused(
+            422,
+            "this model is served by an engine (url): reload its weights on the engine (vLLM: collective_rpc "
+            "reload_weights; SGLang: /update_weights_from_disk); this service holds only its tokenizer",
+            "name",
+        ) from None
     except ReloadBusy:
         raise Refused(409, "a reload of this model is under way; send this one when it has finished") from None
     except ModelLoadError as exc:

@@ -1623,10 +1623,24 @@ class ModelInfo(BaseModel):
         description="rm: sequence classification; prm: process reward model (token classification); prm_lm: "
         "process reward model (causal LM).",
     )
-    path: str = Field(..., description="The checkpoint it was loaded from: a directory, or a hub id.")
-    version: str | None = Field(..., description="The loaded checkpoint's version (results echo it); null: not loaded.")
-    device: str = Field(..., description="Where it runs: cpu, cuda or cuda:N.")
-    loaded: bool = Field(..., description="Whether it is loaded and serving.")
+    path: str = Field(
+        ..., description="The checkpoint it was loaded from: a directory, or a hub id (for an engine's: its tokenizer)."
+    )
+    version: str | None = Field(
+        ...,
+        description="The loaded checkpoint's version (results echo it); for a model an engine serves, "
+        "BACKEND:SERVED_MODEL; null: not loaded.",
+    )
+    backend: Literal["local", "vllm", "sglang"] = Field(
+        "local", description="local: run by this service; vllm, sglang: served by that engine at `url`."
+    )
+    device: str = Field(..., description="Where it runs: cpu, cuda or cuda:N; remote: on the engine at `url`.")
+    url: str | None = Field(None, description="The engine's URL, without credentials; null for a local model.")
+    reachable: bool | None = Field(
+        None,
+        description="Whether the engine answered its last request (or the probe at start); null for a local model.",
+    )
+    loaded: bool = Field(..., description="Whether it is loaded and serving (for an engine's: its tokenizer).")
     reloading: bool = Field(False, description="Whether a reload of it is under way (the loaded version serves).")
 
 

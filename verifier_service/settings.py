@@ -120,8 +120,10 @@ class VerifierSettings(BaseSettings):
     models: dict[str, ModelSpec] = Field(
         default_factory=dict,
         description="Models `rm` and `prm` items may name: a JSON object, name -> {path, kind, device, dtype, "
-        "max_tokens, batch_tokens}. Each is loaded at start (torch and transformers only then); one that cannot be "
-        "loaded stops the service from starting.",
+        "max_tokens, batch_tokens}, or for a model vLLM or SGLang serves, {url, backend, served_model, path (its "
+        "tokenizer), kind, max_tokens, batch_tokens, timeout_s, max_concurrency}. Each is loaded at start (torch and "
+        "transformers only then; for an engine's, its tokenizer); one that cannot be loaded stops the service from "
+        "starting (an engine that cannot be reached does not: its inputs are null until it can).",
     )
 
     model_roots: tuple[str, ...] = Field(
@@ -141,6 +143,10 @@ class VerifierSettings(BaseSettings):
     def _check_deadlines(self) -> VerifierSettings:
         if self.math_timeout_s >= self.batch_timeout_s:
             raise ValueError("VERIFIER_MATH_TIMEOUT_S must be shorter than VERIFIER_BATCH_TIMEOUT_S")
+        for name, spec in self.models.items():
+            if spec.remote and spec.timeout_s >= self.batch_timeout_s:
+                why = "timeout_s must be shorter than VERIFIER_BATCH_TIMEOUT_S"
+                raise ValueError(f"VERIFIER_MODELS: model {name[:40]!r}: {why}")
         return self
 
     @model_validator(mode="after")

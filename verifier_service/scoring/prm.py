@@ -22,7 +22,7 @@ from verifier_service.schema import ComponentResult, PrmSpec, ScoreItem, StepSco
 from verifier_service.scoring.rm import ModelComponent
 
 if TYPE_CHECKING:
-    from reward_models.runtime import LoadedModel, ModelRuntime, Outcome, PrmInput
+    from reward_models.runtime import ModelRuntime, Outcome, PrmInput, ScoredModel
 
 FAILED = {
     "too_long": (Verdict.TOO_LONG, "the steps' layout has {tokens} tokens, more than the model's max_tokens"),
@@ -111,7 +111,7 @@ class PrmComponent(ModelComponent):
         )  # fmt: skip
 
     async def _forward(
-        self, runtime: ModelRuntime, model: str, inputs: list[Any], deadline: float, loaded: LoadedModel
+        self, runtime: ModelRuntime, model: str, inputs: list[Any], deadline: float, loaded: ScoredModel
     ) -> tuple[str, list[Outcome | None]]:
         return await runtime.score_steps(model, inputs, deadline, loaded)
 

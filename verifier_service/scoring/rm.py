@@ -25,7 +25,7 @@ from verifier_service.schema import ComponentResult, RmSpec, ScoreItem, Verdict
 from verifier_service.scoring.pooled import ITEM_FAILED, Resources, deadline_exceeded
 
 if TYPE_CHECKING:
-    from reward_models.runtime import LoadedModel, ModelRuntime, Outcome, RmInput
+    from reward_models.runtime import ModelRuntime, Outcome, RmInput, ScoredModel
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class ModelComponent:
         models = resources.part("models")
         self.settings = resources.settings
         self.runtime: ModelRuntime | None = models.runtime if models is not None else None
-        self._pins: weakref.WeakKeyDictionary[object, dict[str, LoadedModel]] = weakref.WeakKeyDictionary()
+        self._pins: weakref.WeakKeyDictionary[object, dict[str, ScoredModel]] = weakref.WeakKeyDictionary()
 
     async def run(
         self, jobs: Mapping[Any, Sequence[int]], deadline: float, owner: object
@@ -114,7 +114,7 @@ class ModelComponent:
         return results
 
     async def _pinned(
-        self, model: str, group: list[Any], deadline: float, pins: dict[str, LoadedModel]
+        self, model: str, group: list[Any], deadline: float, pins: dict[str, ScoredModel]
     ) -> dict[Any, ComponentResult]:
         """The group scored by the request's version of `model`: the one pinned by its first run, else the one
         serving now (pinned from here on)."""
@@ -128,7 +128,7 @@ class ModelComponent:
         return self.runtime
 
     async def _score(
-        self, model: str, group: list[Any], deadline: float, loaded: LoadedModel
+        self, model: str, group: list[Any], deadline: float, loaded: ScoredModel
     ) -> dict[Any, ComponentResult]:
         """Each job's result, scored by `loaded`, the request's version of `model`: the model run once per distinct
         input; what the deadline left unscored is deadline_exceeded."""
@@ -142,7 +142,7 @@ class ModelComponent:
         return results
 
     async def _forward(
-        self, runtime: ModelRuntime, model: str, inputs: list[Any], deadline: float, loaded: LoadedModel
+        self, runtime: ModelRuntime, model: str, inputs: list[Any], deadline: float, loaded: ScoredModel
     ) -> tuple[str, list[Outcome | None]]:
         """The runtime's call for this kind of model: its version and an outcome per input (None: not reached)."""
         raise NotImplementedError
@@ -165,7 +165,7 @@ class RmComponent(ModelComponent):
         return RmJob(spec.model, spec.template, keep_end, spec.transform, item.prompt, item.completion)
 
     async def _forward(
-        self, runtime: ModelRuntime, model: str, inputs: list[Any], deadline: float, loaded: LoadedModel
+        self, runtime: ModelRuntime, model: str, inputs: list[Any], deadline: float, loaded: ScoredModel
     ) -> tuple[str, list[Outcome | None]]:
         return await runtime.score(model, inputs, deadline, loaded)
 
