@@ -293,3 +293,39 @@ def test_a_missing_key_stops_the_start(tmp_path: Path, monkeypatch: pytest.Monke
     starting = running_server(tmp_path, ready_timeout=30, judges=json.dumps(judges), code_enabled="false")
     with pytest.raises(RuntimeError, match="JUDGE_TEST_ABSENT_KEY is not set"), starting:
         pass
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"preset": "custom"}, "preset custom needs prompt_template, correct_label and incorrect_label"),
+        ({"correct_label": "ok"}, "apply only to preset custom"),
+        ({"prompt_template": "no placeholder here"}, "prompt_template must hold {answer}"),
+        ({"correct_from": "math"}, 'apply only with when "rule_miss"'),
+        ({"when": "sometimes"}, "'always' or 'rule_miss'"),
+    ],
+)
+def test_bad_judge_options_are_a_422_naming_the_field(server: Server, options: dict[str, Any], message: str) -> None:
+    item = {"completion": "\\boxed{1}", "math": {"gold": "1"}, "weights": {"math": 2.0},
+            "judge": {"judge": "grader", "gold": "SECRET-GOLD", **options}}  # fmt: skip
+    response = httpx.post(f"{server.url}/v1/score", json={"items": [item]}, timeout=10)
+    assert response.status_code == 422
+    [error] = response.json()["errors"]
+    assert error["loc"].startswith("items.0.judge") and message in error["msg"]
+    assert "SECRET-GOLD" not in response.text
+
+
+def test_judge_settings_are_checked_at_start() -> None:
+    from pydantic import ValidationError
+
+    from verifier_service.settings import VerifierSettings
+
+    judge = {"base_url": "http://127.0.0.1:1/v1", "model": "m"}
+    with pytest.raises(ValidationError, match="timeout_s must be shorter than VERIFIER_BATCH_TIMEOUT_S"):
+        VerifierSettings(judges={"j": {**judge, "timeout_s": 10}}, batch_timeout_s=10)
+    with pytest.raises(ValidationError, match="judge name"):
+        VerifierSettings(judges={"no spaces": judge})
+    with pytest.raises(ValidationError, match="base_url"):
+        VerifierSettings(judges={"j": {**judge, "base_url": "ftp://x"}})
+    with pytest.raises(ValidationError, match="extra"):
+        VerifierSettings(judges={"j": {**judge, "api_key": "inline keys are refused"}})
