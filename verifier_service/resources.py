@@ -1,7 +1,7 @@
-"""The pooled resources, one table: the math worker pool, the code sandbox and the reward models. The runtime builds
-each from the settings, starts and closes them together and asks each whether it is ready and what `/readyz` shows
-under its name; pooled components reach theirs through `scoring.pooled.Resources.part(name)`. A new kind of
-resource is an entry in `PARTS`, not a path written into the runtime.
+"""The pooled resources, one table: the math worker pool, the code sandbox, the reward models and the generative
+judges. The runtime builds each from the settings, starts and closes them together and asks each whether it is ready
+and what `/readyz` shows under its name; pooled components reach theirs through `scoring.pooled.Resources.part(name)`.
+A new kind of resource is an entry in `PARTS`, not a path written into the runtime.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sandbox import Executor, Limits, SandboxConfig, create_executor
+from verifier_service.judges import Judges
 from verifier_service.metrics import Metrics
 from verifier_service.pool import WorkerPool
 from verifier_service.settings import VerifierSettings
@@ -157,4 +158,5 @@ PARTS: dict[str, Callable[[VerifierSettings, Metrics], Part]] = {
     "math_workers": MathWorkers.build,
     "sandbox": Sandbox.build,
     "models": Models.build,
+    "judges": Judges.build,
 }

@@ -21,7 +21,15 @@ from verifier_service.engine import Engine
 from verifier_service.errors import CLIENT_CLOSED
 from verifier_service.metrics import Metrics
 from verifier_service.runtime import Runtime, item_problem
-from verifier_service.schema import ErrorResponse, ModelInfo, ModelsResponse, ScoreRequest, ScoreResponse
+from verifier_service.schema import (
+    ErrorResponse,
+    JudgeInfo,
+    JudgesResponse,
+    ModelInfo,
+    ModelsResponse,
+    ScoreRequest,
+    ScoreResponse,
+)
 from verifier_service.settings import VerifierSettings
 
 log = logging.getLogger(__name__)
@@ -166,6 +174,7 @@ async def root(request: Request) -> dict[str, Any]:
             "score": "POST /v1/score",
             "components": "GET /v1/components",
             "models": "GET /v1/models",
+            "judges": "GET /v1/judges",
             "model_update": "POST /v1/models/{name}/reload | /v1/models/{name}/eval",
             "trainers": "POST /v1/compat/openrlhf | /v1/compat/slime | /v1/compat/nemo-gym/verify",
             "health": "GET /healthz",
@@ -188,6 +197,15 @@ async def list_models(request: Request) -> ModelsResponse:
     runtime: Runtime | None = getattr(request.app.state, "runtime", None)
     shown = runtime.parts["models"].report()[1] if runtime is not None else {}
     return ModelsResponse(models=[ModelInfo(name=name, **model) for name, model in shown.items()])
+
+
+@router.get("/v1/judges", response_model=JudgesResponse)
+async def list_judges(request: Request) -> JudgesResponse:
+    """The generative judges `judge` items may name (VERIFIER_JUDGES): endpoint, model, limits, whether each answers;
+    never a key."""
+    runtime: Runtime | None = getattr(request.app.state, "runtime", None)
+    shown = runtime.parts["judges"].report()[1] if runtime is not None else {}
+    return JudgesResponse(judges=[JudgeInfo(name=name, **judge) for name, judge in shown.items()])
 
 
 @router.get("/healthz")

@@ -40,8 +40,10 @@ def item_problem(item: ScoreItem, settings: VerifierSettings) -> tuple[str, str]
         return "rm.model", "names no model of this server (GET /v1/models lists them; VERIFIER_MODELS sets them)"
     if item.rm is not None and model is not None and model.kind != "rm":
         return "rm.model", f"names a model of kind {model.kind}; rm needs a sequence-classification model (kind rm)"
-    if item.prm is not None:
-        return prm_problem(item.prm, settings)
+    if item.prm is not None and (found := prm_problem(item.prm, settings)) is not None:
+        return found
+    if item.judge is not None and item.judge.judge not in settings.judges:
+        return "judge.judge", "names no judge of this server (GET /v1/judges lists them; VERIFIER_JUDGES sets them)"
     return None
 
 

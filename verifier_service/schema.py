@@ -45,7 +45,7 @@ API_VERSION = "v1"
 # of `ScoreItem` and a scorer in `verifier_service.components`.
 ComponentName = Literal[
     "math", "code", "choice", "answer", "json_schema", "sql", "instructions", "procedural",
-    "format", "overlong", "length", "repetition", "language", "steps", "rm", "prm",
+    "format", "overlong", "length", "repetition", "language", "steps", "rm", "prm", "judge",
 ]  # fmt: skip
 COMPONENTS: tuple[str, ...] = get_args(ComponentName)
 WEIGHT_LIMIT = 1e6  # |weight| at most this: a weighted sum of component scores can never overflow to inf
@@ -134,6 +134,12 @@ class Verdict(StrEnum):
         "bad_layout"  # cannot judge, prm: a step holds the model's tag token, or a tag is not one of its tokens
     )
     GATED_OUT = "gated_out"  # gate "right": the rule did not call the answer right; score 0, the model not run
+    # judge (with correct, invalid, no_answer, primary_unjudged)
+    INCORRECT = "incorrect"  # the judge said the answer does not match the reference
+    JUDGE_DISAGREE = "judge_disagree"  # swap: the two orders disagree (0, or null with on_disagree "null")
+    JUDGE_UNPARSEABLE = "judge_unparseable"  # cannot judge: the reply holds no label of the preset, or two
+    JUDGE_TIMEOUT = "judge_timeout"  # cannot judge: the judge did not answer within its timeout_s
+    JUDGE_ERROR = "judge_error"  # cannot judge: the judge could not be reached, answered an error or a malformed body
 
 
 TEST_VERDICTS = ("passed", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit")
@@ -1170,6 +1176,102 @@ _KwargValue = str | StrictInt | StrictFloat | StrictBool | None | list[str | Str
 MAX_INSTRUCTIONS = 64
 
 
+JUDGE_PLACEHOLDERS = ("{question}", "{gold}", "{answer}")
+
+
+class JudgeSpec(CorrectnessGate):
+    """A generative judge's verdict: a judge this server can ask (VERIFIER_JUDGES; GET /v1/judges lists them) is
+    given the item's prompt as the question, `gold` as the reference and the extracted final answer (input "answer")
+    or the completion's end (input "full"), in one user turn at temperature 0, and must reply with exactly one label
+    of the preset's format: compass, CompassVerifier's A/B/C (CORRECT/INCORRECT/INVALID, or `\\boxed{A}`);
+    general_verifier, TIGER-Lab General-Verifier's `Final Decision: Yes|No`; equivalence, NeMo-Gym's `[[A=B]]` /
+    `[[A!=B]]`; custom, `correct_label` / `incorrect_label` (and `invalid_label`). A reply with none or with two
+    different labels is null (judge_unparseable), never 0. An answer that is empty, only punctuation or only a
+    reasoning opener ("Thought process:") is 0 (no_answer) without asking. With `when: "rule_miss"` the judge is
+    asked only where the rule (`correct_from`) did not call the answer right, and can only raise it: an answer the
+    rule calls right scores 1 (the detail says the rule decided). Not a correctness component: beside one, the order
+    guard keeps a judged answer from outscoring a rule-verified one unless allow_order_inversion."""
+
+    verdicts = (
+        Verdict.CORRECT, Verdict.INCORRECT, Verdict.INVALID, Verdict.JUDGE_DISAGREE, Verdict.NO_ANSWER,
+        Verdict.JUDGE_UNPARSEABLE, Verdict.JUDGE_TIMEOUT, Verdict.JUDGE_ERROR, Verdict.PRIMARY_UNJUDGED,
+    )  # fmt: skip
+    null_verdicts = (
+        Verdict.JUDGE_DISAGREE, Verdict.JUDGE_UNPARSEABLE, Verdict.JUDGE_TIMEOUT, Verdict.JUDGE_ERROR,
+        Verdict.PRIMARY_UNJUDGED,
+    )  # fmt: skip
+    reads_prompt = True
+    order_hint: ClassVar[str] = 'judge: "when": "rule_miss", or a weight below the rule\'s'
+
+    judge: str = Field(..., pattern=MODEL_NAME, description="The judge's name on this server (VERIFIER_JUDGES).")
+    gold: str = Field(..., min_length=1, max_length=100_000, description="The reference answer.")
+    preset: Literal["compass", "general_verifier", "equivalence", "custom"] = Field(
+        "compass", description="The prompt and the label format (custom: prompt_template and the labels below)."
+    )
+    prompt_template: str | None = Field(
+        None,
+        min_length=1,
+        max_length=50_000,
+        description="Replaces the preset's prompt; {question}, {gold} and {answer} are filled in ({answer} required). "
+        "The preset still reads the reply.",
+    )
+    correct_label: str | None = Field(None, min_length=1, max_length=64, description="custom: the correct label.")
+    incorrect_label: str | None = Field(None, min_length=1, max_length=64, description="custom: the incorrect label.")
+    invalid_label: str | None = Field(None, min_length=1, max_length=64, description="custom: an invalid label.")
+    input: Literal["answer", "full"] = Field(
+        "answer",
+        description="answer: the final answer as math and answer extract it; full: the completion, keeping its end "
+        "within the judge's context_chars.",
+    )
+    swap: StrictBool = Field(
+        False,
+        description="Ask again with the reference and the answer swapped when the first says correct (NeMo-Gym's "
+        "check_twice_swap); correct only if both say so, judge_disagree otherwise.",
+    )
+    on_disagree: Literal["zero", "null"] = Field("zero", description="What judge_disagree scores: 0, or null.")
+    when: Literal["always", "rule_miss"] = Field(
+        "always",
+        description="always: every answer is judged; rule_miss: only those the rule (correct_from) did not call "
+        "right (from correct_threshold), the others score 1 without asking; one the rule could not judge is null "
+        "(primary_unjudged).",
+    )
+
+    def reads_correctness(self) -> bool:
+        return self.when == "rule_miss"
+
+    def answer_ranges(self) -> AnswerRanges:
+        return ((1.0, 1.0), (0.0, 1.0)) if self.when == "rule_miss" else ((0.0, 1.0), (0.0, 1.0))
+
+    def settled_by_gate(self, correctness: ComponentResult) -> ComponentResult | None:
+        """With when rule_miss, the result of an answer the judge is not asked about: 1 (correct, decided by the
+        rule) for one the rule calls right, null for one it could not judge; None when the judge is to be asked."""
+        if self.when != "rule_miss":
+            return None
+        if correctness.score is None:
+            detail = f"Whether the answer is right is unknown: its component gave {correctness.verdict}."
+            return ComponentResult(score=None, verdict=Verdict.PRIMARY_UNJUDGED.value, detail=detail)
+        if correctness.score >= self.correct_threshold:
+            detail = f"decided by the rule ({correctness.verdict}); the judge was not asked"
+            return ComponentResult(score=1.0, verdict=Verdict.CORRECT.value, detail=detail)
+        return None
+
+    @model_validator(mode="after")
+    def _check_options(self) -> JudgeSpec:
+        if self.when == "always" and (self.correct_from is not None or self.correct_threshold != 1.0):
+            raise ValueError('correct_from and correct_threshold apply only with when "rule_miss"')
+        labels = [label for label in (self.correct_label, self.incorrect_label, self.invalid_label) if label]
+        if self.preset == "custom":
+            if self.prompt_template is None or self.correct_label is None or self.incorrect_label is None:
+                raise ValueError("preset custom needs prompt_template, correct_label and incorrect_label")
+            if len(set(labels)) != len(labels):
+                raise ValueError("correct_label, incorrect_label and invalid_label must differ")
+        elif labels:
+            raise ValueError("correct_label, incorrect_label and invalid_label apply only to preset custom")
+        if self.prompt_template is not None and "{answer}" not in self.prompt_template:
+            raise ValueError("prompt_template must hold {answer}")
+        return self
+
+
 class InstructionsSpec(ComponentSpec):
     """IFEval-style verifiable instructions: Google IFEval's 25 checks under their ids and kwargs, and IFEvalG's
     training-only ones, graded on the answer after the reasoning. `loose` counts an instruction followed when IFEval's
@@ -1259,6 +1361,7 @@ class ScoreItem(_Strict):
     steps: StepsSpec | None = None
     rm: RmSpec | None = None
     prm: PrmSpec | None = None
+    judge: JudgeSpec | None = None
     weights: dict[ComponentName, Weight] | None = Field(
         None,
         description=f"Component name -> weight in the reward (default 1.0 each); finite, |weight| <= {WEIGHT_LIMIT:g}, "
@@ -1642,6 +1745,24 @@ class ModelInfo(BaseModel):
     )
     loaded: bool = Field(..., description="Whether it is loaded and serving (for an engine's: its tokenizer).")
     reloading: bool = Field(False, description="Whether a reload of it is under way (the loaded version serves).")
+
+
+class JudgeInfo(BaseModel):
+    """A generative judge this server can ask (VERIFIER_JUDGES); its key is never shown, only whether it has one."""
+
+    name: str = Field(..., description="What `judge` items name it by (`judge`).")
+    base_url: str = Field(..., description="Its OpenAI-compatible endpoint, without credentials.")
+    model: str
+    reachable: bool | None = Field(..., description="Whether it answered last (GET /models or a call); null: not yet.")
+    api_key: bool = Field(..., description="Whether a key is sent (read from the environment).")
+    max_concurrency: int
+    timeout_s: float
+    max_tokens: int
+    context_chars: int
+
+
+class JudgesResponse(BaseModel):
+    judges: list[JudgeInfo]
 
 
 class ModelsResponse(BaseModel):

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from reward_models.spec import MODEL_NAME, ModelSpec
@@ -56,6 +56,28 @@ class SqlDatabase(BaseModel):
 
     path: str = Field(..., min_length=1, description="The file; opened read-only and immutable by the workers.")
     sha256: str = Field(..., pattern=r"^[0-9a-fA-F]{64}$", description="Its SHA-256; checked at start-up.")
+
+
+class JudgeSettings(BaseModel):
+    """A generative judge `judge` items may name (VERIFIER_JUDGES): any OpenAI-compatible chat endpoint (vLLM,
+    SGLang, `transformers serve`, a hosted API). The key is read from the environment variable `api_key_env` names,
+    at start; it is never logged nor shown."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str = Field(
+        ..., pattern=r"^https?://[^\s]+$", max_length=1000, description="Ends before /chat/completions (often .../v1)."
+    )
+    model: str = Field(..., min_length=1, max_length=200, description="The `model` sent in each request.")
+    api_key_env: str | None = Field(
+        None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$", description="The variable holding the key (Bearer), if any."
+    )
+    max_concurrency: int = Field(16, ge=1, le=1024, description="Requests to this judge in flight at once, at most.")
+    timeout_s: float = Field(30.0, gt=0, le=600, description="One request's limit; past it the item is judge_timeout.")
+    max_tokens: int = Field(256, ge=1, le=32_768, description="The judge's generation cap (max_tokens).")
+    context_chars: int = Field(
+        8_000, ge=500, le=2_000_000, description="The prompt at most, in characters: a longer answer keeps its end."
+    )
 
 
 class VerifierSettings(BaseSettings):
@@ -126,6 +148,16 @@ class VerifierSettings(BaseSettings):
         "starting (an engine that cannot be reached does not: its inputs are null until it can).",
     )
 
+    judges: dict[str, JudgeSettings] = Field(
+        default_factory=dict,
+        description="Judges `judge` items may name: a JSON object, name -> {base_url, model, api_key_env, "
+        "max_concurrency, timeout_s, max_tokens, context_chars}. One that cannot be reached does not stop the start "
+        "(/readyz shows it); its items are null (judge_error) until it can.",
+    )
+    judge_cache_size: int = Field(
+        100_000, ge=0, description="Judged (question, reference, answer) kept across requests."
+    )
+
     model_roots: tuple[str, ...] = Field(
         (),
         max_length=64,
@@ -147,6 +179,10 @@ class VerifierSettings(BaseSettings):
             if spec.remote and spec.timeout_s >= self.batch_timeout_s:
                 why = "timeout_s must be shorter than VERIFIER_BATCH_TIMEOUT_S"
                 raise ValueError(f"VERIFIER_MODELS: model {name[:40]!r}: {why}")
+        for name, judge in self.judges.items():
+            if judge.timeout_s >= self.batch_timeout_s:
+                why = "timeout_s must be shorter than VERIFIER_BATCH_TIMEOUT_S"
+                raise ValueError(f"VERIFIER_JUDGES: judge {name[:40]!r}: {why}")
         return self
 
     @model_validator(mode="after")
@@ -154,6 +190,9 @@ class VerifierSettings(BaseSettings):
         for name in self.models:
             if not re.fullmatch(MODEL_NAME, name):
                 raise ValueError(f"VERIFIER_MODELS: model name {name[:40]!r} must match {MODEL_NAME}")
+        for name in self.judges:
+            if not re.fullmatch(MODEL_NAME, name):
+                raise ValueError(f"VERIFIER_JUDGES: judge name {name[:40]!r} must match {MODEL_NAME}")
         return self
 
     @model_validator(mode="after")

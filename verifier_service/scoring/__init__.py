@@ -4,9 +4,10 @@ A text component is a pure function of the item and its spec, `score(item, spec)
 service process; one whose work is much cheaper for many items at once (numpy over the whole batch) also has
 `score_batch(items, specs) -> list[ComponentResult]`, in `BATCHED`. A gated one (`GatedSpec`) also gets the result
 of the component it reads correctness from, `score(item, spec, correctness)`, and runs after it. A pooled one
-(`math`, `code`, `sql`, `procedural`, `rm`, `prm`) needs the worker pool, the sandbox or a model: a class the engine
-builds once and drives as scoring/pooled.py says, in `POOLED` (one gated on correctness, a model with `gate:
-"right"`, runs in a second round, after the component it reads). The engine names no component.
+(`math`, `code`, `sql`, `procedural`, `rm`, `prm`, `judge`) needs the worker pool, the sandbox, a model or a judge: a
+class the engine builds once and drives as scoring/pooled.py says, in `POOLED` (one gated on correctness, a model with
+`gate: "right"` or a judge with `when: "rule_miss"`, runs in a second round, after the component it reads). The engine
+names no component.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ GATED: dict[str, GatedScorer] = {"length": length.score}
 # Pooled components (scoring/pooled.py): name -> the class the engine builds once with the service's resources.
 # Imported last: their modules read the tables above (through scoring.texts).
 from verifier_service.scoring.code import CodeComponent  # noqa: E402
+from verifier_service.scoring.judge import JudgeComponent  # noqa: E402
 from verifier_service.scoring.math import MathComponent  # noqa: E402
 from verifier_service.scoring.prm import PrmComponent  # noqa: E402
 from verifier_service.scoring.procedural import ProceduralComponent  # noqa: E402
@@ -63,4 +65,5 @@ POOLED: dict[str, Callable[[Resources], PooledComponent]] = {
     "procedural": ProceduralComponent,
     "rm": RmComponent,
     "prm": PrmComponent,
+    "judge": JudgeComponent,
 }

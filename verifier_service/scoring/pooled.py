@@ -12,10 +12,10 @@ same way for every such component:
   component may keep what must last the whole request in a weak mapping keyed by it, as rm and prm pin each model's
   version for both rounds).
 
-An item whose spec reads correctness (`spec.reads_correctness()`: rm with `gate: "right"`) is prepared in a second
-round, once every other component (the one it reads included) is scored: `spec.settled_by_gate(correctness)` settles
-an answer the model is not to see, and only the others reach `prepare` and `run`. Which components those are is the
-spec's say, per item: the engine names none.
+An item whose spec reads correctness (`spec.reads_correctness()`: rm with `gate: "right"`, judge with `when:
+"rule_miss"`) is prepared in a second round, once every other component (the one it reads included) is scored:
+`spec.settled_by_gate(correctness)` settles an answer the model or judge is not to see, and only the others reach
+`prepare` and `run`. Which components those are is the spec's say, per item: the engine names none.
 
 A component whose jobs each run on their own in a worker process subclasses `WorkerComponent` (below), which gives
 `run`. A component of another kind is a text component (`scoring.TEXT`) or a gated one (`scoring.GATED`).

@@ -1,0 +1,104 @@
+"""A scripted stand-in for an OpenAI-compatible chat server, for tests: it speaks the same protocol as vLLM, SGLang,
+`transformers serve` and the hosted APIs for the two routes the verifier's judges use, and answers what the test
+scripted, chosen by the prompt's content. It is a test fixture, not a model: the tests check the verifier's side of
+the protocol (what it sends, how it reads every kind of answer, its limits) with replies they choose.
+
+    python -m tests.judge_standin --port PORT
+
+- `GET /v1/models` -> `{"object": "list", "data": [{"id": "standin", "object": "model"}]}`.
+- `POST /v1/chat/completions {"model", "messages", "temperature", "max_tokens"}` -> `{"id", "object":
+  "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": REPLY}, "finish_reason":
+  "stop"}]}`, REPLY from the first rule whose every `contains` string is in the last message's content.
+- `POST /_script {"rules": [{"contains": [str], "reply": str, "status": int, "raw": str, "delay_s": float}],
+  "default": {...}}`: a rule answers `reply` after `delay_s`, or HTTP `status` with an error body, or the `raw` body
+  as it is (malformed); the default answers what no rule matches.
+- `GET /_requests` lists what the chat route received: `{"model", "prompt", "temperature", "max_tokens",
+  "authorization"}`; `GET /_probes` counts the GETs of /v1/models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+STATE: dict[str, Any] = {"rules": [], "default": {"reply": "no rule matched"}, "requests": [], "probes": 0}
+LOCK = threading.Lock()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send(self, status: int, body: bytes, kind: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, status: int, value: Any) -> None:
+        self._send(status, json.dumps(value).encode())
+
+    def _body(self) -> Any:
+        return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+
+    def do_GET(self) -> None:
+        if self.path == "/v1/models":
+            with LOCK:
+                STATE["probes"] += 1
+            self._json(200, {"object": "list", "data": [{"id": "standin", "object": "model"}]})
+        elif self.path == "/_requests":
+            with LOCK:
+                self._json(200, list(STATE["requests"]))
+        elif self.path == "/_probes":
+            self._json(200, STATE["probes"])
+        else:
+            self._json(404, {"error": "not found"})
+
+    def do_POST(self) -> None:
+        body = self._body()
+        if self.path == "/_script":
+            with LOCK:
+                STATE["rules"], STATE["default"] = body.get("rules", []), body.get("default", STATE["default"])
+            self._json(200, {"ok": True})
+        elif self.path == "/v1/chat/completions":
+            self._chat(body)
+        else:
+            self._json(404, {"error": "not found"})
+
+    def _chat(self, body: dict[str, Any]) -> None:
+        prompt = body["messages"][-1]["content"]
+        seen = {key: body.get(key) for key in ("model", "temperature", "max_tokens")}
+        with LOCK:
+            STATE["requests"].append({**seen, "prompt": prompt, "authorization": self.headers.get("Authorization")})
+            rules = list(STATE["rules"])
+            default = STATE["default"]
+        rule = next((r for r in rules if all(text in prompt for text in r.get("contains", []))), default)
+        time.sleep(rule.get("delay_s", 0.0))
+        if "status" in rule:
+            self._json(rule["status"], {"error": {"message": "scripted failure"}})
+        elif "raw" in rule:
+            self._send(200, rule["raw"].encode())
+        else:
+            message = {"role": "assistant", "content": rule["reply"]}
+            choice = {"index": 0, "message": message, "finish_reason": "stop"}
+            self._json(200, {"id": "chatcmpl-standin", "object": "chat.completion", "choices": [choice]})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,331 @@
+"""The `judge` component through a real verifier server and a real OpenAI-compatible server process on loopback:
+tests/judge_standin.py, which speaks the chat-completions protocol and answers what each test scripts, chosen by the
+prompt's content (a same-protocol stand-in: no judge model can run here). Each test uses answers of its own, so the
+verifier's verdict cache never carries one test's verdicts into another."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import ROOT, Server, free_port, running_server
+
+KEY = "judge-test-key-" + uuid.uuid4().hex
+KEY_ENV = "JUDGE_TEST_API_KEY"
+CONTEXT_CHARS = 3000
+
+
+@pytest.fixture(scope="module")
+def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    log = tmp_path_factory.mktemp("standin") / "standin.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.judge_standin", "--port", str(port)], cwd=ROOT, stdout=out, stderr=out
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"{url}/_probes", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, standin: str, monkeypatch_module: pytest.MonkeyPatch
+) -> Iterator[Server]:
+    base = f"{standin}/v1"
+    judges = {
+        "grader": {"base_url": base, "model": "grader-model", "api_key_env": KEY_ENV, "timeout_s": 3.0,
+                   "max_tokens": 17, "context_chars": CONTEXT_CHARS},
+        "serial": {"base_url": base, "model": "serial-model", "max_concurrency": 1, "timeout_s": 3.0},
+        "down": {"base_url": f"http://127.0.0.1:{free_port()}/v1", "model": "m", "timeout_s": 1.0},
+    }  # fmt: skip
+    monkeypatch_module.setenv(KEY_ENV, KEY)
+    settings = {"judges": json.dumps(judges), "batch_timeout_s": 6, "math_timeout_s": 2, "code_enabled": "false"}
+    with running_server(tmp_path_factory.mktemp("judge-server"), **settings) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+def script(standin: str, rules: list[dict[str, Any]], default: dict[str, Any] | None = None) -> None:
+    body = {"rules": rules, "default": default or {"reply": "no label here"}}
+    assert httpx.post(f"{standin}/_script", json=body, timeout=5).status_code == 200
+
+
+def received(standin: str) -> list[dict[str, Any]]:
+    return httpx.get(f"{standin}/_requests", timeout=5).json()  # type: ignore[no-any-return]
+
+
+def score(server: Server, items: list[dict[str, Any]], timeout: float = 30) -> list[dict[str, Any]]:
+    response = httpx.post(f"{server.url}/v1/score", json={"items": items}, timeout=timeout)
+    assert response.status_code == 200, response.text
+    return response.json()["results"]  # type: ignore[no-any-return]
+
+
+def tag() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+def judged(answer: str, judge: dict[str, Any], prompt: str = "What is asked?") -> dict[str, Any]:
+    return {"completion": f"<think>work</think>The answer is \\boxed{{{answer}}}.", "prompt": prompt,
+            "judge": {"judge": "grader", "gold": "GOLD", **judge}}  # fmt: skip
+
+
+MATRIX: dict[str, list[tuple[str, str, float | None]]] = {
+    "compass": [
+        ("A", "correct", 1.0), ("B", "incorrect", 0.0), ("C", "invalid", 0.0), ("CORRECT", "correct", 1.0),
+        ("incorrect.", "incorrect", 0.0), ("INVALID", "invalid", 0.0), ("A: CORRECT", "correct", 1.0),
+        ("**B**", "incorrect", 0.0), ("Final Judgment: \\boxed{A} - CORRECT", "correct", 1.0),
+        ("Analysis ... \\boxed{C} - REPETITIVE", "invalid", 0.0),
+        ("A: INCORRECT", "judge_unparseable", None), ("A or B", "judge_unparseable", None),
+        ("\\boxed{A} then \\boxed{B}", "judge_unparseable", None), ("The answer is correct", "judge_unparseable", None),
+        ("", "judge_unparseable", None),
+    ],
+    "general_verifier": [
+        ("Final Decision: Yes", "correct", 1.0), ("It differs.\nFinal Decision: No", "incorrect", 0.0),
+        ("Final Decision: \\boxed{Yes}", "correct", 1.0), ("\\boxed{No}", "incorrect", 0.0),
+        ("Final Decision: Yes\nFinal Decision: No", "judge_unparseable", None), ("Yes", "judge_unparseable", None),
+        ("Final Decision: maybe", "judge_unparseable", None),
+    ],
+    "equivalence": [
+        ("They match. [[A=B]]", "correct", 1.0), ("[[A!=B]]", "incorrect", 0.0),
+        ("[[A=B]] or [[A!=B]]", "judge_unparseable", None), ("A=B", "judge_unparseable", None),
+    ],
+    "custom": [
+        ("VERDICT: correct", "correct", 1.0), ("VERDICT: incorrect", "incorrect", 0.0),
+        ("correct, no, incorrect", "judge_unparseable", None), ("unsure", "judge_unparseable", None),
+    ],
+}  # fmt: skip
+CUSTOM = {"prompt_template": "Q: {question}\nRef: {gold}\nAns: {answer}\nSay correct or incorrect.",
+          "correct_label": "correct", "incorrect_label": "incorrect"}  # fmt: skip
+
+
+@pytest.mark.parametrize("preset", list(MATRIX))
+def test_each_preset_reads_exactly_one_label(server: Server, standin: str, preset: str) -> None:
+    cases = MATRIX[preset]
+    answers = [f"x{tag()}" for _ in cases]
+    replies = [reply for reply, _, _ in cases]
+    script(standin, [{"contains": [answer], "reply": reply} for answer, reply in zip(answers, replies, strict=True)])
+    options = {"preset": preset, **(CUSTOM if preset == "custom" else {})}
+    results = score(server, [judged(answer, options) for answer in answers])
+    got = [(r["components"]["judge"]["verdict"], r["components"]["judge"]["score"]) for r in results]
+    assert got == [(verdict, value) for _, verdict, value in cases]
+    nulls = [r["reward"] for r, (_, _, value) in zip(results, cases, strict=True) if value is None]
+    assert nulls == [None] * len(nulls)  # never a silent 0
+
+
+def test_master_keys_never_reach_the_judge(server: Server, standin: str) -> None:
+    script(standin, [], default={"reply": "A"})  # a judge that accepts anything
+    before = len(received(standin))
+    keys = ["", ":", ".", "Thought process:", "Let me think...", "  ", "**", "解"]
+    items = [{"completion": key, "prompt": "Q?", "judge": {"judge": "grader", "gold": "7"}} for key in keys]
+    items += [{"completion": key, "prompt": "Q?", "judge": {"judge": "grader", "gold": "7", "input": "full"}}
+              for key in keys]  # fmt: skip
+    items.append({"completion": "<think>7</think>", "prompt": "Q?", "judge": {"judge": "grader", "gold": "7"}})
+    results = score(server, items)
+    assert [r["components"]["judge"]["verdict"] for r in results] == ["no_answer"] * len(items)
+    assert all(r["reward"] == 0.0 for r in results)
+    assert len(received(standin)) == before
+
+
+def test_the_judge_is_asked_at_temperature_0_with_the_extracted_answer_and_the_key(
+    server: Server, standin: str
+) -> None:
+    answer, question = f"x{tag()}", f"What is {tag()}?"
+    script(standin, [{"contains": [answer], "reply": "A"}])
+    item = judged(answer, {}, prompt=question)
+    item["completion"] = f"<think>SECRET-REASONING</think>So \\boxed{{{answer}}}"
+    [result] = score(server, [item])
+    assert result["components"]["judge"]["verdict"] == "correct"
+    [sent] = [r for r in received(standin) if answer in r["prompt"]]
+    assert sent["temperature"] == 0 and sent["max_tokens"] == 17 and sent["model"] == "grader-model"
+    assert sent["authorization"] == f"Bearer {KEY}"
+    assert question in sent["prompt"] and "GOLD" in sent["prompt"] and "SECRET-REASONING" not in sent["prompt"]
+
+
+def test_a_full_completion_keeps_its_end_within_the_context(server: Server, standin: str) -> None:
+    end = f"x{tag()}"
+    script(standin, [{"contains": [end], "reply": "[[A=B]]"}])
+    item = {"completion": "START" + "step " * 5000 + end, "prompt": "Q?",
+            "judge": {"judge": "grader", "gold": "G", "input": "full", "preset": "equivalence"}}  # fmt: skip
+    [result] = score(server, [item])
+    assert result["components"]["judge"]["verdict"] == "correct"
+    [sent] = [r for r in received(standin) if end in r["prompt"]]
+    assert len(sent["prompt"]) <= CONTEXT_CHARS + 10 and "START" not in sent["prompt"]
+
+
+def test_swap_asks_both_orders_and_a_disagreement_is_not_correct(server: Server, standin: str) -> None:
+    agree, disagree = f"x{tag()}", f"x{tag()}"
+    swapped = "<Standard Answer Begin>:\n\\boxed{"  # the answer in the reference's place
+    script(standin, [
+        {"contains": [swapped + disagree], "reply": "B"},
+        {"contains": [disagree], "reply": "A"},
+        {"contains": [agree], "reply": "A"},
+    ])  # fmt: skip
+    before = len(received(standin))
+    results = score(server, [
+        judged(agree, {"swap": True}), judged(disagree, {"swap": True}),
+        judged(disagree, {"swap": True, "on_disagree": "null"}, prompt="Another question?"),
+    ])  # fmt: skip
+    got = [(r["components"]["judge"]["verdict"], r["components"]["judge"]["score"]) for r in results]
+    assert got == [("correct", 1.0), ("judge_disagree", 0.0), ("judge_disagree", None)]
+    assert len(received(standin)) - before == 6
+
+
+def test_failures_are_null_never_0(server: Server, standin: str) -> None:
+    cases = {
+        "error500": {"status": 500}, "error429": {"status": 429}, "garbage": {"raw": "not json"},
+        "nochoices": {"raw": '{"choices": []}'}, "nontext": {"raw": '{"choices": [{"message": {"content": 3}}]}'},
+        "slow": {"reply": "A", "delay_s": 4.0},
+    }  # fmt: skip
+    names = {name: f"x{tag()}" for name in cases}
+    script(standin, [{"contains": [names[name]], **rule} for name, rule in cases.items()])
+    items = [judged(names[name], {}) for name in cases]
+    items.append({**judged(f"x{tag()}", {}), "judge": {"judge": "down", "gold": "G"}})
+    results = score(server, items)
+    got = [(r["components"]["judge"]["verdict"], r["components"]["judge"]["score"], r["reward"]) for r in results]
+    expected = ["judge_error"] * 5 + ["judge_timeout", "judge_error"]
+    assert got == [(verdict, None, None) for verdict in expected]
+
+
+def test_the_same_question_is_asked_once_in_a_batch_and_across_requests(server: Server, standin: str) -> None:
+    answer = f"x{tag()}"
+    script(standin, [{"contains": [answer], "reply": "A"}])
+    before = len(received(standin))
+    group = [judged(answer, {}) for _ in range(8)]  # a GRPO group of 8 with the same answer
+    first, again = score(server, group), score(server, group)
+    assert [r["components"]["judge"]["verdict"] for r in first + again] == ["correct"] * 16
+    assert len(received(standin)) - before == 1
+
+
+def test_rule_miss_asks_only_about_rule_misses_and_never_lowers_a_right_answer(server: Server, standin: str) -> None:
+    question = f"What is 6 * 7? {tag()}"
+    script(standin, [{"contains": ["forty-two"], "reply": "A"}], default={"reply": "B"})  # B: it would lower
+    before = len(received(standin))
+
+    def item(answer: str) -> dict[str, Any]:
+        return {"completion": f"The answer is \\boxed{{{answer}}}.", "prompt": question, "math": {"gold": "42"},
+                "judge": {"judge": "grader", "gold": "42", "when": "rule_miss"}}  # fmt: skip
+
+    right, rescued, wrong = score(server, [item("42"), item("forty-two"), item("41")])
+    assert (right["components"]["math"]["verdict"], right["components"]["judge"]["score"]) == ("correct", 1.0)
+    assert "decided by the rule" in right["components"]["judge"]["detail"] and right["reward"] == 2.0
+    assert rescued["components"]["math"]["score"] == 0.0 and rescued["components"]["judge"]["score"] == 1.0
+    assert "decided by the judge" in rescued["components"]["judge"]["detail"] and rescued["reward"] == 1.0
+    assert wrong["components"]["judge"]["verdict"] == "incorrect" and wrong["reward"] == 0.0
+    sent = [r["prompt"] for r in received(standin)[before:]]
+    assert len(sent) == 2 and not any("\\boxed{42}" in prompt for prompt in sent)
+
+
+def test_the_batch_deadline_holds(server: Server, standin: str) -> None:
+    answers = [f"x{tag()}" for _ in range(6)]
+    script(standin, [{"contains": [answer], "reply": "A", "delay_s": 2.0} for answer in answers])
+    items = [{**judged(answer, {}), "judge": {"judge": "serial", "gold": "G"}} for answer in answers]
+    items.append({"completion": "\\boxed{3}", "math": {"gold": "3"}})
+    started = time.monotonic()
+    results = score(server, items)
+    assert time.monotonic() - started < 9
+    verdicts = [r["components"]["judge"]["verdict"] for r in results[:-1]]
+    assert "correct" in verdicts and "deadline_exceeded" in verdicts
+    assert set(verdicts) == {"correct", "deadline_exceeded"}
+    assert all(r["components"]["judge"]["score"] is None for r in results[:-1] if "deadline" in str(r))
+    assert results[-1]["components"]["math"]["verdict"] == "correct"
+
+
+def test_judges_are_listed_and_probed_without_secrets(server: Server, standin: str) -> None:
+    deadline = time.monotonic() + 20
+    while True:
+        ready = httpx.get(f"{server.url}/readyz", timeout=5)
+        assert ready.status_code == 200  # a judge that is down does not hold readiness
+        if ready.json()["judges"]["grader"]["reachable"] is True or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    judges = ready.json()["judges"]
+    assert judges["grader"]["reachable"] is True and judges["down"]["reachable"] is False
+    listed = httpx.get(f"{server.url}/v1/judges", timeout=5)
+    assert listed.status_code == 200
+    by_name = {judge["name"]: judge for judge in listed.json()["judges"]}
+    assert set(by_name) == {"grader", "serial", "down"}
+    assert by_name["grader"]["api_key"] is True and by_name["serial"]["api_key"] is False
+    assert by_name["grader"]["model"] == "grader-model" and by_name["grader"]["max_tokens"] == 17
+    assert httpx.get(f"{standin}/_probes", timeout=5).json() >= 1  # GET /models, no prompt
+    for text in (ready.text, listed.text, server.output()):
+        assert KEY not in text
+
+
+def test_a_judge_this_server_lacks_is_a_422(server: Server) -> None:
+    item = {"completion": "\\boxed{1}", "judge": {"judge": "nobody", "gold": "1"}}
+    response = httpx.post(f"{server.url}/v1/score", json={"items": [item]}, timeout=10)
+    assert response.status_code == 422
+    [error] = response.json()["errors"]
+    assert error["loc"] == "items.0.judge.judge" and "GET /v1/judges" in error["msg"]
+
+
+def test_a_missing_key_stops_the_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("JUDGE_TEST_ABSENT_KEY", raising=False)
+    judges = {"j": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "JUDGE_TEST_ABSENT_KEY"}}
+    starting = running_server(tmp_path, ready_timeout=30, judges=json.dumps(judges), code_enabled="false")
+    with pytest.raises(RuntimeError, match="JUDGE_TEST_ABSENT_KEY is not set"), starting:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"preset": "custom"}, "preset custom needs prompt_template, correct_label and incorrect_label"),
+        ({"correct_label": "ok"}, "apply only to preset custom"),
+        ({"prompt_template": "no placeholder here"}, "prompt_template must hold {answer}"),
+        ({"correct_from": "math"}, 'apply only with when "rule_miss"'),
+        ({"when": "sometimes"}, "'always' or 'rule_miss'"),
+    ],
+)
+def test_bad_judge_options_are_a_422_naming_the_field(server: Server, options: dict[str, Any], message: str) -> None:
+    item = {"completion": "\\boxed{1}", "math": {"gold": "1"}, "weights": {"math": 2.0},
+            "judge": {"judge": "grader", "gold": "SECRET-GOLD", **options}}  # fmt: skip
+    response = httpx.post(f"{server.url}/v1/score", json={"items": [item]}, timeout=10)
+    assert response.status_code == 422
+    [error] = response.json()["errors"]
+    assert error["loc"].startswith("items.0.judge") and message in error["msg"]
+    assert "SECRET-GOLD" not in response.text
+
+
+def test_judge_settings_are_checked_at_start() -> None:
+    from pydantic import ValidationError
+
+    from verifier_service.settings import VerifierSettings
+
+    judge = {"base_url": "http://127.0.0.1:1/v1", "model": "m"}
+    with pytest.raises(ValidationError, match="timeout_s must be shorter than VERIFIER_BATCH_TIMEOUT_S"):
+        VerifierSettings(judges={"j": {**judge, "timeout_s": 10}}, batch_timeout_s=10)
+    with pytest.raises(ValidationError, match="judge name"):
+        VerifierSettings(judges={"no spaces": judge})
+    with pytest.raises(ValidationError, match="base_url"):
+        VerifierSettings(judges={"j": {**judge, "base_url": "ftp://x"}})
+    with pytest.raises(ValidationError, match="extra"):
+        VerifierSettings(judges={"j": {**judge, "api_key": "inline keys are refused"}})

@@ -1,0 +1,172 @@
+"""The generative judges of VERIFIER_JUDGES: an async client per judge for any OpenAI-compatible chat endpoint
+(vLLM, SGLang, `transformers serve`, a hosted API), and the pooled resource (`resources.PARTS["judges"]`) that holds
+them, probes them for /readyz and lists them for GET /v1/judges.
+
+A request is `POST {base_url}/chat/completions {"model", "messages": [one user turn], "temperature": 0,
+"max_tokens"}`; its answer's `choices[0].message.content` is the reply. Every failure is a value, never an exception
+and never a reply: a timeout (the judge's `timeout_s`) is `Failure("judge_timeout")`; a connection refused or reset,
+an HTTP status other than 200 or a body not of that shape is `Failure("judge_error")`. At most `max_concurrency`
+requests to a judge are in flight at once. The key (from the variable `api_key_env` names) is sent as a Bearer token
+and appears in no log, answer or exception.
+
+Whether a judge answers is probed with `GET {base_url}/models` (no prompt is sent): once at start, in the
+background (a judge that is down does not hold the start), then again when /readyz asks and the last word is older
+than `PROBE_TTL_S`; every real call updates it too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from reward_models.spec import shown_url
+from verifier_service.settings import JudgeSettings, VerifierSettings
+
+log = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_S = 5.0
+PROBE_TTL_S = 10.0
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a judge gave no reply: `judge_timeout` or `judge_error`, and a short reason (no key, no prompt)."""
+
+    verdict: str
+    reason: str
+
+
+class JudgeClient:
+    """One judge: its settings, an httpx.AsyncClient and the semaphore that caps its requests in flight."""
+
+    def __init__(self, name: str, settings: JudgeSettings, key: str | None) -> None:
+        self.name, self.settings = name, settings
+        self.shown = shown_url(settings.base_url)
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        limits = httpx.Limits(max_connections=settings.max_concurrency)
+        self.client = httpx.AsyncClient(
+            base_url=settings.base_url.rstrip("/"), headers=headers, timeout=settings.timeout_s, limits=limits
+        )
+        self.slots = asyncio.Semaphore(settings.max_concurrency)
+        self.reachable: bool | None = None
+        self.checked_at = 0.0
+        self._probe: asyncio.Future[None] | None = None
+
+    @classmethod
+    def build(cls, name: str, settings: JudgeSettings) -> JudgeClient:
+        key = None
+        if settings.api_key_env is not None:
+            key = os.environ.get(settings.api_key_env)
+            if not key:  # names the variable, never a value
+                raise RuntimeError(f"VERIFIER_JUDGES: judge {name!r}: {settings.api_key_env} is not set or empty")
+        return cls(name, settings, key)
+
+    async def ask(self, prompt: str) -> str | Failure:
+        """The judge's reply to one user turn, or why there is none."""
+        body = {
+            "model": self.settings.model,
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0,
+            "max_tokens": self.settings.max_tokens,
+        }
+        async with self.slots:
+            try:
+                response = await self.client.post("/chat/completions", json=body)
+            except httpx.TimeoutException:
+                self._heard(True)  # it may be up and slow; a refused connection says otherwise
+                return Failure("judge_timeout", f"the judge did not answer within {self.settings.timeout_s:g}s")
+            except httpx.HTTPError as exc:
+                self._heard(False)
+                return Failure("judge_error", f"the judge could not be reached ({type(exc).__name__})")
+        self._heard(True)
+        if response.status_code != 200:
+            return Failure("judge_error", f"the judge answered HTTP {response.status_code}")
+        return reply_of(response)
+
+    def _heard(self, reachable: bool) -> None:
+        self.reachable, self.checked_at = reachable, time.monotonic()
+
+    async def probe(self) -> None:
+        """GET /models: whether the judge answers, without asking it anything."""
+        try:
+            response = await self.client.get("/models", timeout=min(self.settings.timeout_s, PROBE_TIMEOUT_S))
+            self._heard(response.status_code < 500)
+        except httpx.HTTPError as exc:
+            if self.reachable is not False:
+                log.warning("judge %s at %s cannot be reached (%s)", self.name, self.shown, type(exc).__name__)
+            self._heard(False)
+
+    def probe_if_stale(self) -> None:
+        """Start a probe in the background when the last word on the judge is old and none is under way."""
+        if self._probe is not None and not self._probe.done():
+            return
+        if time.monotonic() - self.checked_at >= PROBE_TTL_S:
+            with contextlib.suppress(RuntimeError):  # asked from outside the service's loop: the cached word stands
+                self._probe = asyncio.ensure_future(self.probe())
+
+    def info(self) -> dict[str, Any]:
+        """What /readyz and GET /v1/judges show: no key, the URL without credentials."""
+        settings = self.settings
+        return {
+            "base_url": self.shown,
+            "model": settings.model,
+            "reachable": self.reachable,
+            "api_key": settings.api_key_env is not None,
+            "max_concurrency": settings.max_concurrency,
+            "timeout_s": settings.timeout_s,
+            "max_tokens": settings.max_tokens,
+            "context_chars": settings.context_chars,
+        }
+
+    async def close(self) -> None:
+        if self._probe is not None:
+            self._probe.cancel()
+            await asyncio.gather(self._probe, return_exceptions=True)
+        await self.client.aclose()
+
+
+def reply_of(response: httpx.Response) -> str | Failure:
+    """`choices[0].message.content` of a chat completion's body, or judge_error."""
+    try:
+        content = response.json()["choices"][0]["message"]["content"]
+    except (ValueError, LookupError, TypeError):
+        return Failure("judge_error", "the judge's answer is not a chat completion")
+    if not isinstance(content, str):
+        return Failure("judge_error", "the judge's answer has no text")
+    return content
+
+
+class Judges:
+    """The judges of VERIFIER_JUDGES (`resources.PARTS["judges"]`). Always ready: a judge that cannot be reached does
+    not stop the service (its items are null, judge_error); /readyz shows whether each answers."""
+
+    def __init__(self, settings: dict[str, JudgeSettings]) -> None:
+        self.settings = settings
+        self.clients: dict[str, JudgeClient] = {}
+
+    @classmethod
+    def build(cls, settings: VerifierSettings, metrics: object) -> Judges:
+        return cls(settings.judges)
+
+    async def start(self) -> None:  # the clients need the loop: made here, not in build
+        self.clients = {name: JudgeClient.build(name, judge) for name, judge in self.settings.items()}
+        for client in self.clients.values():
+            client.probe_if_stale()
+
+    async def close(self) -> None:
+        await asyncio.gather(*(client.close() for client in self.clients.values()))
+
+    def report(self) -> tuple[bool, dict[str, Any]]:
+        for client in self.clients.values():
+            client.probe_if_stale()
+        return True, {name: client.info() for name, client in self.clients.items()}
+
+    def waiting_for(self, shown: dict[str, Any]) -> str:
+        return "the judges"  # never: judges do not hold readiness

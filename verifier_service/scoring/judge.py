@@ -1,0 +1,196 @@
+"""The `judge` component: a generative judge (verifier_service/judges.py) asked whether the answer matches the
+reference, read strictly (scoring/judge_prompts.py).
+
+On the event loop an item becomes a job: the judge's name, the filled prompt (and its swapped twin) and how to read
+the reply. An answer that is empty, only punctuation or only a reasoning opener is 0 (no_answer) without asking: the
+"master keys" that judges accept (arXiv 2507.08794). Equal jobs of a request are asked once, and finished verdicts
+are kept across requests (a bounded LRU, as math's): the same (question, reference, answer) is never asked twice.
+What the judge could not say is null, never 0: a reply with no label or two (judge_unparseable), a timeout
+(judge_timeout), an error, a refused connection or a malformed body (judge_error), a call not done by the batch
+deadline (deadline_exceeded). With `when: "rule_miss"` the engine prepares the judge in its second round, after the
+rule: `JudgeSpec.settled_by_gate` scores an answer the rule calls right 1 without a job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from verifier_service.judges import Failure, JudgeClient, Judges
+from verifier_service.schema import ComponentResult, JudgeSpec, ScoreItem, Verdict
+from verifier_service.scoring.extract import extract_candidate, final_answer_region
+from verifier_service.scoring.judge_prompts import Label, fill, labels_of, parse_label, prompt_of
+from verifier_service.scoring.pooled import ITEM_FAILED, Resources, deadline_exceeded, finished_by
+
+log = logging.getLogger(__name__)
+
+# Whole answers that say nothing: reasoning openers and answer words (lower case, spaces squeezed, no punctuation).
+OPENERS = frozenset({
+    "thought process", "thoughts", "thinking", "reasoning", "let me think", "let me think step by step",
+    "let's think", "let's think step by step", "let us think step by step", "let me solve this step by step",
+    "let's solve this step by step", "let's solve this problem step by step", "step by step", "solution",
+    "answer", "final answer", "the answer is", "the final answer is", "解", "解答", "答案", "思考过程",
+})  # fmt: skip
+_EDGES = re.compile(r"^[\W_]+|[\W_]+$")
+_LABEL_RESULTS: dict[Label, tuple[float, Verdict]] = {
+    "correct": (1.0, Verdict.CORRECT),
+    "incorrect": (0.0, Verdict.INCORRECT),
+    "invalid": (0.0, Verdict.INVALID),
+}
+
+
+def says_nothing(answer: str) -> bool:
+    """Whether an answer is empty, only punctuation or only a reasoning opener: never sent to a judge.
+
+    >>> [says_nothing(text) for text in ("", " : ", "Thought process:", "Let me think...", "42", "x = 3")]
+    [True, True, True, True, False, False]
+    """
+    if not any(char.isalnum() for char in answer):
+        return True
+    return " ".join(_EDGES.sub("", answer.strip()).lower().split()) in OPENERS
+
+
+@dataclass(frozen=True)
+class JudgeJob:
+    """One question to one judge: the prompt, its swapped twin (swap) and how the reply reads."""
+
+    judge: str
+    prompt: str
+    swapped: str | None
+    preset: str
+    labels: tuple[str | None, str | None, str | None]
+    on_disagree: str
+
+
+class VerdictCache:
+    """A bounded LRU of finished judge verdicts by job; null ones are not kept (a retry may get an answer)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._data: OrderedDict[JudgeJob, ComponentResult] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, job: JudgeJob) -> ComponentResult | None:
+        with self._lock:
+            found = self._data.get(job)
+            if found is not None:
+                self._data.move_to_end(job)
+            return found
+
+    def put(self, job: JudgeJob, result: ComponentResult) -> None:
+        if self.size <= 0 or result.score is None:
+            return
+        with self._lock:
+            self._data[job] = result
+            self._data.move_to_end(job)
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+
+
+def answer_text(item: ScoreItem, spec: JudgeSpec, window: int) -> str | None:
+    """What the judge is shown as the answer: the extracted final answer, or the whole completion (`full`); None
+    when the reasoning was opened and never closed (input answer)."""
+    if spec.input == "full":
+        return item.completion
+    region = final_answer_region(item.completion)
+    if region is None:
+        return None
+    return extract_candidate(region[-window:]).text
+
+
+def fitted(template: str, question: str, gold: str, answer: str, context_chars: int) -> tuple[str, str, str]:
+    """The texts cut to fit the judge's context: the question and the reference each to a quarter of it (the
+    question keeps its end, where it asks), the answer to what is left, keeping its end (where the answer is)."""
+    quarter = context_chars // 4
+    question, gold = question[-quarter:], gold[:quarter]
+    room = max(200, context_chars - len(template) - len(question) - len(gold))
+    return question, gold, answer[-room:]
+
+
+def no_answer(detail: str) -> ComponentResult:
+    return ComponentResult(score=0.0, verdict=Verdict.NO_ANSWER.value, detail=detail)
+
+
+class JudgeComponent:
+    """judge as a pooled component: jobs made on the loop, asked over HTTP, each judge at its max_concurrency."""
+
+    name = "judge"
+
+    def __init__(self, resources: Resources) -> None:
+        self.settings = resources.settings
+        self.judges: Judges | None = resources.part("judges")
+        self.cache = VerdictCache(resources.settings.judge_cache_size)
+
+    def reads(self, item: ScoreItem, spec: JudgeSpec) -> int:
+        return len(item.completion) + len(item.prompt or "") + len(spec.gold)
+
+    def prepare(self, item: ScoreItem, spec: JudgeSpec) -> ComponentResult | JudgeJob:
+        answer = answer_text(item, spec, self.settings.answer_window_chars)
+        if answer is None:
+            return no_answer("the reasoning was opened and never closed")
+        if says_nothing(answer):
+            return no_answer("the answer is empty, only punctuation or a reasoning opener: the judge was not asked")
+        template = prompt_of(spec)
+        context = self.settings.judges[spec.judge].context_chars
+        question, gold, answer = fitted(template, item.prompt or "", spec.gold, answer, context)
+        swapped = fill(template, question, answer, gold) if spec.swap else None
+        job = JudgeJob(spec.judge, fill(template, question, gold, answer), swapped, spec.preset, labels_of(spec),
+                       spec.on_disagree)  # fmt: skip
+        return self.cache.get(job) or job
+
+    async def run(
+        self, jobs: Mapping[JudgeJob, Sequence[int]], deadline: float, owner: object
+    ) -> dict[JudgeJob, ComponentResult]:
+        futures = {asyncio.ensure_future(self._judged(job)): job for job in jobs}
+        done = await finished_by(futures, deadline)
+        results: dict[JudgeJob, ComponentResult] = {}
+        for future, job in futures.items():
+            if future not in done:
+                results[job] = deadline_exceeded(self.settings)
+            elif (failure := future.exception()) is not None:
+                log.error("judge job failed", exc_info=failure)
+                results[job] = ComponentResult(score=None, verdict=Verdict.INTERNAL_ERROR.value, detail=ITEM_FAILED)
+            else:
+                results[job] = future.result()
+                self.cache.put(job, results[job])
+        return results
+
+    def _client(self, name: str) -> JudgeClient:
+        if self.judges is None or name not in self.judges.clients:  # checked against VERIFIER_JUDGES: not reached
+            raise RuntimeError(f"no judge {name!r}")
+        return self.judges.clients[name]
+
+    async def _judged(self, job: JudgeJob) -> ComponentResult:
+        client = self._client(job.judge)
+        first = await self._label(client, job, job.prompt)
+        if isinstance(first, ComponentResult) or first != "correct" or job.swapped is None:
+            return first if isinstance(first, ComponentResult) else labelled(first, client.name)
+        second = await self._label(client, job, job.swapped)
+        if isinstance(second, ComponentResult):
+            return second
+        if second == "correct":
+            return labelled("correct", client.name, "in both orders")
+        detail = f"the judge said correct, then {second} with the reference and the answer swapped"
+        score = 0.0 if job.on_disagree == "zero" else None
+        return ComponentResult(score=score, verdict=Verdict.JUDGE_DISAGREE.value, detail=detail)
+
+    async def _label(self, client: JudgeClient, job: JudgeJob, prompt: str) -> Label | ComponentResult:
+        reply = await client.ask(prompt)
+        if isinstance(reply, Failure):
+            return ComponentResult(score=None, verdict=reply.verdict, detail=reply.reason)
+        label = parse_label(job.preset, reply, job.labels)
+        if label is None:
+            detail = f"the judge's reply holds no {job.preset} label, or more than one"
+            return ComponentResult(score=None, verdict=Verdict.JUDGE_UNPARSEABLE.value, detail=detail)
+        return label
+
+
+def labelled(label: Label, judge: str, how: str = "") -> ComponentResult:
+    score, verdict = _LABEL_RESULTS[label]
+    detail = f"decided by the judge ({judge}{', ' + how if how else ''})"
+    return ComponentResult(score=score, verdict=verdict.value, detail=detail)
