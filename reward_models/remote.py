@@ -32,6 +32,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
@@ -64,6 +65,18 @@ def softmax_good(logits: Sequence[float]) -> float:
     return weights[1] / math.fsum(weights)
 
 
+def credentials(url: str) -> httpx.BasicAuth | None:
+    """The basic-auth credentials in the URL's userinfo (percent-decoded), or None.
+
+    >>> credentials("http://gpu-3:8000") is None, credentials("http://user:p%40ss@gpu-3:8000") is not None
+    (True, True)
+    """
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return None
+    return httpx.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
+
+
 def finite(value: Any) -> float:
     """A number from the engine's body, or BatchFailed (a bool, a string, null: not the shape sent)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -84,7 +97,11 @@ class RemoteModel(ScoredModel):
         self.version = f"{spec.backend}:{self.served}"
         self.shown = shown_url(spec.url)
         limits = httpx.Limits(max_connections=spec.max_concurrency, max_keepalive_connections=spec.max_concurrency)
-        self.client = httpx.Client(base_url=spec.url.rstrip("/"), timeout=spec.timeout_s, limits=limits)
+        # the credentials go in a header, never in the requests' URL: httpx logs each request's URL at INFO (the
+        # service's default level), and an exception's request carries it
+        self.client = httpx.Client(
+            base_url=self.shown.rstrip("/"), auth=credentials(spec.url), timeout=spec.timeout_s, limits=limits
+        )
         self.pool = ThreadPoolExecutor(spec.max_concurrency, thread_name_prefix=f"model-{name}-requests")
         self.reachable: bool | None = None
         self.probe()
