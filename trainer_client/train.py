@@ -595,6 +595,9 @@ def online_reward_model(args: VerifierScriptArguments, rewards: Sequence[Any], o
     if served is None:
         raise SystemExit(f"error: --online_rm: the verifier at {args.verifier_url} serves no model of that name "
                          "(GET /v1/models lists them; VERIFIER_MODELS sets them)")  # fmt: skip
+    if served.get("backend", "local") != "local":  # the verifier would refuse each reload (422) after each training
+        raise SystemExit(f"error: --online_rm: the verifier's model is served by an engine ({served['backend']}), "
+                         "which the verifier cannot reload; only the models it loads are trained online")  # fmt: skip
     if served["kind"] == "prm_lm":
         raise SystemExit("error: --online_rm: the verifier's model is of kind prm_lm; rm models (sequence "
                          "classification) and prm models (token classification) are trained online here")  # fmt: skip
