@@ -601,6 +601,9 @@ def online_reward_model(args: VerifierScriptArguments, rewards: Sequence[Any], o
     if served["kind"] == "prm_lm":
         raise SystemExit("error: --online_rm: the verifier's model is of kind prm_lm; rm models (sequence "
                          "classification) and prm models (token classification) are trained online here")  # fmt: skip
+    if served["kind"] == "rm" and args.online_rm_method not in ("pairs", "outcome"):  # prm_outcome: a token classifier
+        raise SystemExit("error: --online_rm_method: the verifier's model is of kind rm; train it with pairs or "
+                         "outcome")  # fmt: skip
     # a process reward model (kind prm) learns step labels made from the outcome, whatever --online_rm_method says
     method = "prm_outcome" if served["kind"] == "prm" else args.online_rm_method
     online = OnlineRewardModel(
