@@ -76,6 +76,8 @@ def step_spans(text: str, separator: str) -> list[tuple[int, int]]:
     >>> step_spans("a = 1\\n\\n  \\nb = 2\\n", "\\n")
     [(0, 5), (10, 15)]
     """
+    if not separator:  # it would be found at every position, and the loop never end
+        raise ValueError("the separator is empty")
     spans, start = [], 0
     while start <= len(text):
         end = text.find(separator, start)

@@ -18,8 +18,10 @@ The engines' routes, as their sources define them:
 
 Failures are values, never 0: an engine that cannot be reached, a timeout (timeout_s), a 5xx, a body that is not the
 shape above, or another number of rows than were sent fail the whole batch (BatchFailed: each input model_error, not
-retried one by one); a 4xx (an input the engine refuses) fails the batch's inputs one by one, so that it costs only
-itself. At most max_concurrency requests to the engine are in flight at once; a call's batches go out together.
+retried one by one); a 400, 413 or 422 (an input the engine refuses: vLLM's and SGLang's answer to one over the
+context length) fails the batch's inputs one by one, so that it costs only itself; any other 4xx (a wrong
+served_model, credentials or route: every input would get it) fails the whole batch. At most max_concurrency
+requests to the engine are in flight at once; a call's batches go out together.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
@@ -47,10 +50,12 @@ from reward_models.spec import ModelSpec, shown_url
 log = logging.getLogger("reward_models.runtime")
 
 HEALTH_TIMEOUT_S = 5.0  # the probe at start: an engine still starting does not hold the service's start
+# the 4xx an engine answers for a request one of whose inputs it refuses (too long, say): then each is tried alone
+INPUT_REFUSED = (400, 413, 422)
 
 
 class Refused(RuntimeError):
-    """The engine refused the request (4xx): perhaps one of its inputs; each is tried alone."""
+    """The engine refused the request (INPUT_REFUSED): perhaps one of its inputs; each is tried alone."""
 
 
 def softmax_good(logits: Sequence[float]) -> float:
@@ -62,6 +67,18 @@ def softmax_good(logits: Sequence[float]) -> float:
     top = max(logits)
     weights = [math.exp(value - top) for value in logits]
     return weights[1] / math.fsum(weights)
+
+
+def credentials(url: str) -> httpx.BasicAuth | None:
+    """The basic-auth credentials in the URL's userinfo (percent-decoded), or None.
+
+    >>> credentials("http://gpu-3:8000") is None, credentials("http://user:p%40ss@gpu-3:8000") is not None
+    (True, True)
+    """
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return None
+    return httpx.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
 
 
 def finite(value: Any) -> float:
@@ -84,7 +101,11 @@ class RemoteModel(ScoredModel):
         self.version = f"{spec.backend}:{self.served}"
         self.shown = shown_url(spec.url)
         limits = httpx.Limits(max_connections=spec.max_concurrency, max_keepalive_connections=spec.max_concurrency)
-        self.client = httpx.Client(base_url=spec.url.rstrip("/"), timeout=spec.timeout_s, limits=limits)
+        # the credentials go in a header, never in the requests' URL: httpx logs each request's URL at INFO (the
+        # service's default level), and an exception's request carries it
+        self.client = httpx.Client(
+            base_url=self.shown.rstrip("/"), auth=credentials(spec.url), timeout=spec.timeout_s, limits=limits
+        )
         self.pool = ThreadPoolExecutor(spec.max_concurrency, thread_name_prefix=f"model-{name}-requests")
         self.reachable: bool | None = None
         self.probe()
@@ -128,14 +149,15 @@ class RemoteModel(ScoredModel):
                 log.error("model %s: a batch failed", self.name, exc_info=error)
 
     def post(self, route: str, body: dict[str, Any]) -> Any:
-        """The engine's JSON answer to `body` at `route`; BatchFailed when it cannot be had, Refused on a 4xx."""
+        """The engine's JSON answer to `body` at `route`; BatchFailed when it cannot be had, Refused when one of the
+        inputs may be what the engine refuses (INPUT_REFUSED)."""
         try:
             response = self.client.post(route, json=body)
         except httpx.HTTPError as exc:  # refused, reset, timed out
             self.reachable = not isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)  # it answered, too late
             raise BatchFailed(f"the engine at {self.shown} failed: {type(exc).__name__}") from None
         self.reachable = True
-        if 400 <= response.status_code < 500:
+        if response.status_code in INPUT_REFUSED:
             raise Refused(f"the engine refused the request ({response.status_code})")
         if response.status_code != 200:
             raise BatchFailed(f"the engine answered {response.status_code}")

@@ -203,6 +203,8 @@ class OnlineRewardModel(TrainerCallback):
             raise ValueError('method must be "pairs", "outcome" or "prm_outcome"')
         if not 0.0 <= held_out < 1.0:
             raise ValueError("held_out must be in [0, 1)")
+        if not separator:  # the steps could not be split (as the verifier refuses an empty separator)
+            raise ValueError("separator must not be empty")
         self.model_name = model
         self.checkpoint = str(checkpoint)  # what the verifier serves now, and the next update starts from
         self.output_dir = Path(output_dir).resolve()  # the verifier reloads from an absolute path

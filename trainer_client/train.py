@@ -595,9 +595,15 @@ def online_reward_model(args: VerifierScriptArguments, rewards: Sequence[Any], o
     if served is None:
         raise SystemExit(f"error: --online_rm: the verifier at {args.verifier_url} serves no model of that name "
                          "(GET /v1/models lists them; VERIFIER_MODELS sets them)")  # fmt: skip
+    if served.get("backend", "local") != "local":  # the verifier would refuse each reload (422) after each training
+        raise SystemExit(f"error: --online_rm: the verifier's model is served by an engine ({served['backend']}), "
+                         "which the verifier cannot reload; only the models it loads are trained online")  # fmt: skip
     if served["kind"] == "prm_lm":
         raise SystemExit("error: --online_rm: the verifier's model is of kind prm_lm; rm models (sequence "
                          "classification) and prm models (token classification) are trained online here")  # fmt: skip
+    if served["kind"] == "rm" and args.online_rm_method not in ("pairs", "outcome"):  # prm_outcome: a token classifier
+        raise SystemExit("error: --online_rm_method: the verifier's model is of kind rm; train it with pairs or "
+                         "outcome")  # fmt: skip
     # a process reward model (kind prm) learns step labels made from the outcome, whatever --online_rm_method says
     method = "prm_outcome" if served["kind"] == "prm" else args.online_rm_method
     online = OnlineRewardModel(

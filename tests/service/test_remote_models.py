@@ -297,6 +297,42 @@ def test_a_reload_of_an_engines_model_is_a_422_naming_it(remote_server: Server) 
     assert "engine" in response.text and "name" in json.dumps(response.json())
 
 
+def test_train_py_refuses_to_train_online_a_model_an_engine_serves(remote_server: Server, tmp_path: Path) -> None:
+    """`--online_rm` on a model an engine serves would train it every N steps and have each reload refused (422):
+    the script stops at once with the reason instead."""
+    pytest.importorskip("trl", reason="the `train` extra is not installed")
+    from trainer_client import VerifierReward
+    from trainer_client.train import VerifierScriptArguments, online_reward_model
+
+    rule = VerifierReward("math", base_url=remote_server.url)
+    try:
+        args = VerifierScriptArguments(online_rm="vllm_rm", verifier_url=remote_server.url)
+        with pytest.raises(SystemExit, match="served by an engine \\(vllm\\)"):
+            online_reward_model(args, [rule], str(tmp_path))
+    finally:
+        rule.close()
+
+
+def test_train_py_refuses_step_labels_for_an_rm(remote_server: Server, tmp_path: Path) -> None:
+    """`--online_rm_method prm_outcome` on an rm would load it as a token classifier (a new random head), train that,
+    and have the verifier reload it as an rm: the script stops at once with the reason instead."""
+    pytest.importorskip("trl", reason="the `train` extra is not installed")
+    from trainer_client import VerifierReward
+    from trainer_client.train import VerifierScriptArguments, online_reward_model
+
+    rule = VerifierReward("math", base_url=remote_server.url)
+    try:
+        args = VerifierScriptArguments(
+            online_rm="local_rm", online_rm_method="prm_outcome", verifier_url=remote_server.url
+        )
+        with pytest.raises(SystemExit, match="kind rm; train it with pairs or outcome"):
+            online_reward_model(args, [rule], str(tmp_path))
+        args = VerifierScriptArguments(online_rm="local_rm", online_rm_method="outcome", verifier_url=remote_server.url)
+        assert online_reward_model(args, [rule], str(tmp_path)).method == "outcome"
+    finally:
+        rule.close()
+
+
 def test_an_engines_rm_evaluates_as_the_local_one(remote_server: Server) -> None:
     """POST /v1/models/{name}/eval scores through the engine too: the same metrics as the local backend's."""
     body = {"groups": [{"prompt": PROMPT, "completions": test_rm_api.COMPLETIONS, "outcomes": [1.0, 1.0, 0.0, 0.0]}]}
