@@ -6,7 +6,9 @@ The engines' routes, as their sources define them:
 - vLLM, rm: `POST /classify {"model", "input": [[ids], ...], "use_activation": false}` answers
   `{"data": [{"index", "probs": [logit]}, ...]}`. `use_activation: false` is sent always: by default vLLM applies a
   sigmoid to a one-label classifier's output (vllm PR#18313), which would silently turn a logit into a probability.
-  The older spelling `activation` is sent too (older vLLM read it; newer ignores it).
+  Token ids in /classify's `input` need a vLLM whose classification request takes them (its pooling frontend's
+  `CompletionRequestMixin`); an older one, whose `input` is text only, refuses each request (400): every input is
+  then null `model_error`, never 0. The old spelling `activation` is not sent: no vLLM that read it took ids here.
 - vLLM, prm: `POST /pooling {"model", "input": [[ids], ...], "task": "token_classify", "use_activation": false}`
   answers `{"data": [{"index", "data": [[logit_0, logit_1] per token]}, ...]}` (ALL pooling, the default of a
   `*ForTokenClassification`); each step's score is softmax(logits)[1] at its position, computed here as the local
@@ -210,15 +212,9 @@ class VllmModel(RemoteModel):
     """A model vLLM serves (`vllm serve PATH --runner pooling`): rm through /classify, prm through /pooling."""
 
     def request(self, ids: list[list[int]]) -> dict[str, Any]:
-        # use_activation false: the raw logits, never vLLM's default sigmoid (or softmax); `activation` for older
-        # vLLM. add_special_tokens false: the ids are complete as laid out here.
-        return {
-            "model": self.served,
-            "input": ids,
-            "use_activation": False,
-            "activation": False,
-            "add_special_tokens": False,
-        }
+        # use_activation false: the raw logits, never vLLM's default sigmoid (or softmax). add_special_tokens false:
+        # the ids are complete as laid out here.
+        return {"model": self.served, "input": ids, "use_activation": False, "add_special_tokens": False}
 
     def classify(self, ids: list[list[int]]) -> list[float]:
         body = self.post("/classify", self.request(ids))
