@@ -47,6 +47,7 @@ PLACEHOLDER_ROWS: dict[str, dict[str, Any]] = {
         "entry": {"question": "1?", "answer": "1", "metadata": {"source_dataset": "basic_arithmetic"}},
     },
     "instructions": {"instruction_ids": ["punctuation:no_comma"]},
+    "judge": {"gold": "1"},  # the judge itself is the run's option (`"judge": NAME`), as a model component's model
 }
 
 Options = dict[str, dict[str, Any]]  # component -> option name -> value

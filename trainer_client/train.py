@@ -169,9 +169,9 @@ class VerifierScriptArguments:
     reward_components: list[str] = field(
         default_factory=lambda: ["math", "format"],
         metadata={
-            "help": f"Verifier components to reward, each logged as its own reward and all scored in one request per "
-            f"batch: {list(COMPONENTS)}. overlong and length get max_tokens from --max_completion_length; length "
-            "reads correctness from the first of math, code, choice, answer rewarded (else math, sent with weight 0)."
+            "help": f"Verifier components to reward, each logged as its own reward, all scored in one request per "
+            f"batch: {', '.join(COMPONENTS)}. overlong and length get max_tokens from --max_completion_length; length "
+            "reads correctness from the first of math, code, choice, answer rewarded (else math, at weight 0)."
         },
     )
     reward_options: dict[str, Any] | str | None = field(

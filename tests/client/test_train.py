@@ -453,6 +453,9 @@ def test_the_pre_flight_item_asks_for_what_the_rewards_send_with_their_options(t
         for name in models:  # the model is the run's choice, not the rows'; beside a rule it needs the inversion
             options[name] = {"model": "helpful"}
             script.allow_order_inversion = len(components) > 1
+        if "judge" in components:  # the judge too (the gold is the rows')
+            options["judge"] = {"judge": "helpful"}
+            script.allow_order_inversion = len(components) > 1
         script.reward_options = json.dumps(options) if options else None
         [item] = {id(r.spec): check_item(r) for r in reward_functions(script, 64)}.values()
         assert set(components) <= set(item.requested()), components
@@ -474,8 +477,8 @@ def test_the_pre_flight_item_is_right_for_every_component(server: Server, tmp_pa
     from trainer_client.client import VerifierClient
     from trainer_client.train import check_item, reward_functions
 
-    # rm, prm: this server serves no model (test_rm_api, test_prm_api)
-    components = [c for c in COMPONENTS if c not in ("code", "rm", "prm")]
+    # rm, prm, judge: this server serves no model and asks no judge (test_rm_api, test_prm_api, test_judge_api)
+    components = [c for c in COMPONENTS if c not in ("code", "rm", "prm", "judge")]
     script, _ = parse(tmp_path, "--reward_components", *components, "--max_completion_length", "64")
     [item] = {id(r.spec): check_item(r) for r in reward_functions(script, 64)}.values()
     with VerifierClient(server.url) as client:
