@@ -24,15 +24,30 @@ retried one by one); a 400, 413 or 422 (an input the engine refuses: vLLM's and 
 context length) fails the batch's inputs one by one, so that it costs only itself; any other 4xx (a wrong
 served_model, credentials or route: every input would get it) fails the whole batch. At most max_concurrency
 requests to the engine are in flight at once; a call's batches go out together.
+
+Credentials: `api_key_env` names the environment variable holding the engine's key, read at start and sent as
+`Authorization: Bearer <key>` (SGLang's `--api-key` checks it on every route but /health and /metrics; vLLM's only on
+its /v1 routes, so its /classify and /pooling need it only behind a proxy that checks it); or `user:password@` in the
+url, sent as basic auth (for a proxy). Never both (one Authorization header); neither is ever logged nor shown.
+
+Reachable: whether the engine answered its last request or probe (`GET /health`, which both engines answer 200 once
+the model is loaded, 503 before or when unhealthy: only a 2xx counts). Probed at start (an engine not up does not stop
+the start), updated by every batch (an answer under 500: reachable; none, or a 5xx: not), and re-probed in the
+background (one probe at a time, in a thread of its own, PROBE_TIMEOUT_S) when /readyz or GET /v1/models shows it and
+the last word is older than PROBE_TTL_S: an engine that comes up after the service is shown reachable without a
+request sent to it.
 """
 
 from __future__ import annotations
 
 import array
 import concurrent.futures
+import contextlib
 import logging
 import math
+import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -42,6 +57,7 @@ import httpx
 
 from reward_models.model import (
     BatchFailed,
+    ModelLoadError,
     Outcome,
     Reads,
     ScoredModel,
@@ -52,6 +68,8 @@ from reward_models.spec import ModelSpec, shown_url
 log = logging.getLogger("reward_models.runtime")
 
 HEALTH_TIMEOUT_S = 5.0  # the probe at start: an engine still starting does not hold the service's start
+PROBE_TIMEOUT_S = 2.0  # a probe in the background, when /readyz or GET /v1/models is asked
+PROBE_TTL_S = 5.0  # how old the last word on the engine may be before /readyz has it probed again
 # the 4xx an engine answers for a request one of whose inputs it refuses (too long, say): then each is tried alone
 INPUT_REFUSED = (400, 413, 422)
 
@@ -83,6 +101,18 @@ def credentials(url: str) -> httpx.BasicAuth | None:
     return httpx.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
 
 
+def engine_key(name: str, spec: ModelSpec) -> str | None:
+    """The engine's key from the variable `api_key_env` names, read once at start; a missing or empty variable stops
+    the start (naming the variable, never a value)."""
+    if spec.api_key_env is None:
+        return None
+    key = os.environ.get(spec.api_key_env, "")
+    if not key.strip():
+        why = f"{spec.api_key_env} (api_key_env) is not set or empty"
+        raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: {why}", why)
+    return key
+
+
 def finite(value: Any) -> float:
     """A number from the engine's body, or BatchFailed (a bool, a string, null: not the shape sent)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -96,6 +126,7 @@ class RemoteModel(ScoredModel):
 
     def __init__(self, name: str, spec: ModelSpec) -> None:
         self.name, self.spec = name, spec
+        key = engine_key(name, spec)
         self.tokenizer = load_tokenizer(name, spec)
         assert spec.url is not None and spec.max_tokens is not None  # ModelSpec checked both
         self.max_tokens = spec.max_tokens
@@ -105,28 +136,55 @@ class RemoteModel(ScoredModel):
         limits = httpx.Limits(max_connections=spec.max_concurrency, max_keepalive_connections=spec.max_concurrency)
         # the credentials go in a header, never in the requests' URL: httpx logs each request's URL at INFO (the
         # service's default level), and an exception's request carries it
+        headers = {"Authorization": f"Bearer {key}"} if key is not None else None
         self.client = httpx.Client(
-            base_url=self.shown.rstrip("/"), auth=credentials(spec.url), timeout=spec.timeout_s, limits=limits
+            base_url=self.shown.rstrip("/"),
+            auth=credentials(spec.url),
+            headers=headers,
+            timeout=spec.timeout_s,
+            limits=limits,
         )
         self.pool = ThreadPoolExecutor(spec.max_concurrency, thread_name_prefix=f"model-{name}-requests")
+        self.prober = ThreadPoolExecutor(1, thread_name_prefix=f"model-{name}-probe")  # never takes a batch's slot
+        self._probing: concurrent.futures.Future[None] | None = None
         self.reachable: bool | None = None
-        self.probe()
+        self.checked_at = 0.0
+        self.probe(HEALTH_TIMEOUT_S)
 
-    def probe(self) -> None:
-        """GET /health once (both engines answer it): whether the engine is reachable now, for /readyz. One that is
-        not does not stop the start; its inputs are model_error until it is."""
+    def probe(self, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+        """GET /health once (both engines answer it): whether the engine is up and its model loaded now (a 2xx; a
+        503 is an engine still loading), for /readyz. One that is not does not stop the start; its inputs are
+        model_error until it is."""
         try:
-            self.client.get("/health", timeout=min(self.spec.timeout_s, HEALTH_TIMEOUT_S))
-            self.reachable = True
+            response = self.client.get("/health", timeout=min(self.spec.timeout_s, timeout_s))
         except httpx.HTTPError as exc:
-            self.reachable = False
-            why = type(exc).__name__
-            log.warning("model %s: the engine at %s cannot be reached yet (%s)", self.name, self.shown, why)
+            self._heard(False, type(exc).__name__)
+            return
+        self._heard(response.is_success, f"GET /health answered {response.status_code}")
+
+    def _heard(self, reachable: bool, why: str) -> None:
+        """The last word on the engine; a change is logged once, not at every probe."""
+        was, self.reachable, self.checked_at = self.reachable, reachable, time.monotonic()
+        if not reachable and was is not False:
+            log.warning("model %s: the engine at %s is not reachable (%s)", self.name, self.shown, why)
+        elif reachable and was is False:
+            log.info("model %s: the engine at %s is reachable again", self.name, self.shown)
+
+    def probe_if_stale(self) -> None:
+        """Probe in the background when the last word on the engine is older than PROBE_TTL_S and no probe is under
+        way: never waits (the event loop asks)."""
+        if self._probing is not None and not self._probing.done():
+            return
+        if time.monotonic() - self.checked_at >= PROBE_TTL_S:
+            with contextlib.suppress(RuntimeError):  # closed: the last word stands
+                self._probing = self.prober.submit(self.probe)
 
     def status(self) -> dict[str, Any]:
-        return {"backend": self.spec.backend, "reachable": self.reachable}
+        self.probe_if_stale()
+        return {"backend": self.spec.backend, "reachable": self.reachable, "api_key": self.spec.api_key_env is not None}
 
     def close(self) -> None:
+        self.prober.shutdown(wait=False, cancel_futures=True)
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.client.close()
 
@@ -156,9 +214,10 @@ class RemoteModel(ScoredModel):
         try:
             response = self.client.post(route, json=body)
         except httpx.HTTPError as exc:  # refused, reset, timed out
-            self.reachable = not isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)  # it answered, too late
+            answered = not isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)  # it answered, too late
+            self._heard(answered, type(exc).__name__)
             raise BatchFailed(f"the engine at {self.shown} failed: {type(exc).__name__}") from None
-        self.reachable = True
+        self._heard(response.status_code < 500, f"{route} answered {response.status_code}")  # 503: still loading
         if response.status_code in INPUT_REFUSED:
             raise Refused(f"the engine refused the request ({response.status_code})")
         if response.status_code != 200:

@@ -270,6 +270,19 @@ def place_of(name: str, spec: ModelSpec) -> tuple[str, int]:
     return device_key(spec.device), 1
 
 
+def where(spec: ModelSpec) -> str:
+    """Where a model's forwards run, for the log: its device, or its engine and URL (without credentials).
+
+    >>> where(ModelSpec(path="/m", device="cuda:1"))
+    'on cuda:1'
+    >>> where(ModelSpec(path="/m", backend="vllm", url="http://u:secret@gpu-3:8000", max_tokens=8))
+    '(its tokenizer), served by vllm at http://gpu-3:8000'
+    """
+    if spec.remote:
+        return f"(its tokenizer), served by {spec.backend} at {shown_url(spec.url or '')}"
+    return f"on {spec.device}"
+
+
 class ModelRuntime:
     """Every configured model, loaded at `start`, each run in its place's thread (place_of)."""
 
@@ -301,7 +314,7 @@ class ModelRuntime:
         loaded = await asyncio.gather(*loads)
         self._models = dict(zip(names, loaded, strict=True))
         for name, model in self._models.items():
-            log.info("model %s loaded: %s on %s, version %s", name, model.spec.path, model.spec.device, model.version)
+            log.info("model %s loaded: %s %s, version %s", name, model.spec.path, where(model.spec), model.version)
 
     async def reload(self, name: str, path: str) -> tuple[str, str]:
         """Load `path` as model `name` beside the version serving now, in the runtime's loader thread (so the device's

@@ -24,7 +24,8 @@ REMOTE_BACKENDS = ("vllm", "sglang")
 # SGLang has no token-classification pooling. A causal LM read at two tokens (prm_lm) is served locally only.
 REMOTE_KINDS = {"vllm": ("rm", "prm"), "sglang": ("rm",)}
 LOCAL_ONLY = ("device", "dtype")  # settings of a model the service loads itself
-REMOTE_ONLY = ("url", "served_model", "timeout_s", "max_concurrency")
+REMOTE_ONLY = ("url", "api_key_env", "served_model", "timeout_s", "max_concurrency")
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"  # as VERIFIER_JUDGES' api_key_env
 MODEL_NAME = r"^[A-Za-z0-9][\w.-]{0,63}$"  # what requests name a model by (`"model": NAME`)
 DEVICE_PATTERN = r"^(cpu|cuda(:[0-9]{1,2})?)$"
 DEFAULT_BATCH_TOKENS = 16_384
@@ -73,7 +74,14 @@ class ModelSpec(BaseModel):
         None,
         min_length=1,
         max_length=1000,
-        description="The engine's server, http(s)://host:port (vllm, sglang); credentials in it are never shown.",
+        description="The engine's server, http(s)://host:port (vllm, sglang); credentials in it (user:password@, "
+        "sent as basic auth) are never shown.",
+    )
+    api_key_env: str | None = Field(
+        None,
+        pattern=ENV_NAME,
+        description="The environment variable holding the engine's key (its --api-key), read at start and sent as "
+        "'Authorization: Bearer <key>'; never logged nor shown. Not with credentials in the url.",
     )
     served_model: str | None = Field(
         None,
@@ -108,6 +116,9 @@ class ModelSpec(BaseModel):
             if self.max_tokens is None:
                 raise ValueError("max_tokens: required for a model an engine serves (the engine's max_model_len)")
             check_url(self.url or "")
+            if self.api_key_env is not None and has_credentials(self.url or ""):
+                # one Authorization header: a key and a user:password would each claim it
+                raise ValueError("api_key_env: the url holds credentials too: give the engine's key one way")
         elif misplaced := [field for field in REMOTE_ONLY if field in given]:
             raise ValueError(f"{misplaced[0]}: applies to a model an engine serves (backend vllm or sglang) only")
         return self
@@ -128,6 +139,16 @@ def check_url(url: str) -> None:
         raise ValueError("url: must be http(s)://host[:port][/prefix]")
     if parts.query or parts.fragment:
         raise ValueError("url: must have no query or fragment")
+
+
+def has_credentials(url: str) -> bool:
+    """Whether the URL has userinfo (user:password@).
+
+    >>> has_credentials("http://user:secret@gpu-3:8000"), has_credentials("http://gpu-3:8000")
+    (True, False)
+    """
+    parts = urlsplit(url)
+    return parts.username is not None or parts.password is not None
 
 
 def shown_url(url: str) -> str:

@@ -3,9 +3,9 @@ reward models (below), over a checkpoint it runs with transformers. It is a test
 vLLM nor SGLang can be installed here (they need a GPU), so the tests check the service against the engines' routes
 and answers as their sources define them, with a model whose logits are known.
 
-    python -m tests.engine_standin --port PORT --checkpoint DIR --kind rm|prm [--served-model NAME]
+    python -m tests.engine_standin --port PORT --checkpoint DIR --kind rm|prm [--served-model NAME] [--api-key KEY]
 
-- `GET /health`: 200 (both engines).
+- `GET /health`: 200 (both engines), 503 while `loading`.
 - vLLM `POST /classify {"model", "input": [[ids]...] | [ids], "use_activation"}` -> `{"data": [{"index", "label",
   "probs", "num_classes"}], ...}`: a one-label model's logit, through a sigmoid unless `use_activation` is false
   (vLLM's default activation, vllm PR#18313).
@@ -18,7 +18,10 @@ and answers as their sources define them, with a model whose logits are known.
 Each input runs alone, unpadded, as an engine schedules sequences. `POST /_fault {"mode", "delay_s"}` makes the
 routes above (not /health) fail until reset: `500`, `malformed` (not JSON), `shape` (JSON of another shape), `rows`
 (one row fewer than sent), `slow` (answer after delay_s); `none` resets. `max_model_len` (none) makes vLLM's routes
-refuse a request holding a longer input with 400, as vLLM does. `GET /_requests` lists the bodies received.
+refuse a request holding a longer input with 400, as vLLM does. `loading` (false) makes it an engine still loading
+its model: /health and the routes above answer 503. `api_key` (none; `--api-key` sets it at start) makes every route
+but /health and the test's own (`/_...`) answer 401 unless the request has `Authorization: Bearer <key>`, as SGLang's
+`--api-key` does. `GET /_requests` lists the bodies received.
 """
 
 from __future__ import annotations
@@ -33,15 +36,29 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 
-def build_app(checkpoint: str, kind: str, served_model: str) -> FastAPI:
+def build_app(checkpoint: str, kind: str, served_model: str, api_key: str | None = None) -> FastAPI:
     import torch  # here, not at import: the suite collects this module where the `models` extra is not installed
     from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
     auto = AutoModelForSequenceClassification if kind == "rm" else AutoModelForTokenClassification
     model = auto.from_pretrained(checkpoint).eval()
     app = FastAPI()
-    fault: dict[str, Any] = {"mode": "none", "delay_s": 0.0, "max_model_len": None}
+    fault: dict[str, Any] = {"mode": "none", "delay_s": 0.0, "max_model_len": None, "loading": False}
+    fault["api_key"] = api_key
     received: list[dict[str, Any]] = []
+
+    @app.middleware("http")
+    async def authenticate(request: Request, call_next: Any) -> Response:
+        """SGLang's --api-key: every route but /health (and this stand-in's own, /_...) needs the Bearer key; an
+        engine still loading answers 503."""
+        if request.url.path.startswith(("/health", "/_")):
+            return await call_next(request)  # type: ignore[no-any-return]
+        key = fault["api_key"]
+        if key is not None and request.headers.get("Authorization") != f"Bearer {key}":
+            return JSONResponse({"error": "Unauthorized"}, status_code=401)
+        if fault["loading"]:
+            return JSONResponse({"error": "the model is loading"}, status_code=503)
+        return await call_next(request)  # type: ignore[no-any-return]
 
     def forward(ids: list[int]) -> list[list[float]]:
         with torch.inference_mode():
@@ -75,7 +92,7 @@ def build_app(checkpoint: str, kind: str, served_model: str) -> FastAPI:
 
     @app.get("/health")
     async def health() -> Response:
-        return Response(status_code=200)
+        return Response(status_code=503 if fault["loading"] else 200)
 
     @app.post("/_fault")
     async def set_fault(request: Request) -> Response:
@@ -128,8 +145,9 @@ def main() -> None:
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--kind", choices=("rm", "prm"), required=True)
     parser.add_argument("--served-model", default="model")
+    parser.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY', as the engines' flag")
     args = parser.parse_args()
-    app = build_app(args.checkpoint, args.kind, args.served_model)
+    app = build_app(args.checkpoint, args.kind, args.served_model, args.api_key)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

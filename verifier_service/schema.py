@@ -1741,7 +1741,12 @@ class ModelInfo(BaseModel):
     url: str | None = Field(None, description="The engine's URL, without credentials; null for a local model.")
     reachable: bool | None = Field(
         None,
-        description="Whether the engine answered its last request (or the probe at start); null for a local model.",
+        description="Whether the engine answered its last request or probe (GET /health, 2xx only: an engine still "
+        "loading answers 503); re-probed in the background when shown and older than a few seconds; null for a "
+        "local model.",
+    )
+    api_key: bool = Field(
+        False, description="Whether a key is sent to the engine (api_key_env, read from the environment; never shown)."
     )
     loaded: bool = Field(..., description="Whether it is loaded and serving (for an engine's: its tokenizer).")
     reloading: bool = Field(False, description="Whether a reload of it is under way (the loaded version serves).")

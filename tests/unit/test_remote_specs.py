@@ -38,6 +38,7 @@ def test_a_model_an_engine_serves_is_accepted_with_its_defaults() -> None:
         ({"max_tokens": None}, "max_tokens"),  # no checkpoint config to read it from
         ({"kind": "prm_lm"}, "kind"),  # read at two tokens of the LM head: local only
         ({"kind": "prm", "backend": "sglang"}, "kind"),  # SGLang has no token-classification pooling
+        ({"api_key_env": "ENGINE_KEY"}, "api_key_env"),  # and credentials in the url: one Authorization header
     ],
 )
 def test_a_remote_spec_that_does_not_fit_is_refused_naming_the_field(change: dict[str, Any], field: str) -> None:
@@ -49,11 +50,19 @@ def test_a_remote_spec_that_does_not_fit_is_refused_naming_the_field(change: dic
     assert "hunter2" not in error["msg"]
 
 
-@pytest.mark.parametrize("field", ["url", "served_model", "timeout_s", "max_concurrency"])
+@pytest.mark.parametrize("field", ["url", "api_key_env", "served_model", "timeout_s", "max_concurrency"])
 def test_an_engines_settings_on_a_local_model_are_refused(field: str) -> None:
-    value: Any = {"url": URL, "served_model": "x", "timeout_s": 5, "max_concurrency": 2}[field]
+    value: Any = {"url": URL, "api_key_env": "K", "served_model": "x", "timeout_s": 5, "max_concurrency": 2}[field]
     with pytest.raises(ValidationError, match=f"{field}: " if field != "url" else "backend: "):
         ModelSpec.model_validate({"path": "/m", field: value})
+
+
+def test_a_key_from_the_environment_is_accepted_with_a_url_without_credentials() -> None:
+    spec = ModelSpec.model_validate(REMOTE | {"url": "https://engine.example/v1", "api_key_env": "ENGINE_KEY"})
+    assert spec.api_key_env == "ENGINE_KEY"
+    with pytest.raises(ValidationError) as raised:
+        ModelSpec.model_validate(REMOTE | {"url": "http://gpu-3:8000", "api_key_env": "not a name"})
+    assert [error["loc"] for error in raised.value.errors()] == [("api_key_env",)]
 
 
 def test_an_engines_timeout_is_shorter_than_the_batch_deadline() -> None:
