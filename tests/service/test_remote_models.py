@@ -4,7 +4,9 @@ tiny checkpoint built here (vLLM and SGLang themselves need a GPU and cannot be 
 every score equals the local backend's on the same checkpoint (rm raw and chat, prm, overflow by the same rules); the
 service sends token ids with use_activation false; an engine that is down, answers 500, garbage, JSON of another
 shape, the wrong number of rows, or too late gives null model_error, never 0; the batch deadline holds; /v1/models
-and /readyz show the engine's URL without credentials and whether it is reachable; a reload of it is a 422."""
+and /readyz show the engine's URL without credentials and whether it is reachable (an engine still loading is not,
+until it is, with no request sent to it); an engine that requires a key scores with the one api_key_env names and
+gives null model_error without it, and the key is in no log line nor answer; a reload of it is a 422."""
 
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ PRM_MAX_TOKENS = 256
 BATCH_TIMEOUT_S = 12.0
 TIMEOUT_S = 4.0
 PROMPT = test_rm_api.PROMPT
+ENGINE_KEY = "sk-engine-hunter2"  # what the engine requires (the stand-in's --api-key, switched on by `fault`)
+WRONG_KEY = "sk-wrong-swordfish"
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +110,22 @@ def remote_server(
             "batch_tokens": MAX_TOKENS,
         },
         "down_rm": {"path": rm, "backend": "vllm", "url": f"http://127.0.0.1:{free_port()}", **remote, **sizes},
+        "keyed_rm": {
+            "path": rm,
+            "backend": "vllm",
+            "url": engines["rm"],
+            "api_key_env": "ENGINE_KEY",
+            **remote,
+            **sizes,
+        },
+        "wrong_key_rm": {
+            "path": rm,
+            "backend": "sglang",
+            "url": engines["rm"],
+            "api_key_env": "WRONG_KEY",
+            **remote,
+            **sizes,
+        },
         "local_prm": {"path": prm, "kind": "prm", "max_tokens": PRM_MAX_TOKENS, "batch_tokens": 2 * PRM_MAX_TOKENS},
         "vllm_prm": {
             "path": prm,
@@ -123,21 +143,34 @@ def remote_server(
         "models": json.dumps(models),
         "batch_timeout_s": BATCH_TIMEOUT_S,
         "math_timeout_s": 2,
+        "log_level": "info",  # httpx's request lines too: the key must be in none of them
     }
-    with running_server(
-        tmp_path_factory.mktemp("remote-server"), ready_timeout=MODEL_SERVER_READY_S, **settings
-    ) as server:
-        yield server
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("ENGINE_KEY", ENGINE_KEY)
+        env.setenv("WRONG_KEY", WRONG_KEY)
+        with running_server(
+            tmp_path_factory.mktemp("remote-server"), ready_timeout=MODEL_SERVER_READY_S, **settings
+        ) as server:
+            yield server
 
 
 @contextmanager
-def fault(url: str, mode: str, delay_s: float = 0.0, max_model_len: int | None = None) -> Iterator[None]:
-    body = {"mode": mode, "delay_s": delay_s, "max_model_len": max_model_len}
+def fault(
+    url: str,
+    mode: str,
+    delay_s: float = 0.0,
+    max_model_len: int | None = None,
+    *,
+    api_key: str | None = None,
+    loading: bool = False,
+) -> Iterator[None]:
+    body = {"mode": mode, "delay_s": delay_s, "max_model_len": max_model_len, "api_key": api_key, "loading": loading}
     httpx.post(f"{url}/_fault", json=body, timeout=5).raise_for_status()
     try:
         yield
     finally:
-        httpx.post(f"{url}/_fault", json={"mode": "none", "max_model_len": None}, timeout=5).raise_for_status()
+        reset = {"mode": "none", "max_model_len": None, "api_key": None, "loading": False}
+        httpx.post(f"{url}/_fault", json=reset, timeout=5).raise_for_status()
 
 
 def score(server: Server, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -289,6 +322,56 @@ def test_models_and_readyz_show_the_engine_without_credentials(remote_server: Se
     shown = ready.json()["models"]
     assert shown["down_rm"]["reachable"] is False and shown["vllm_rm"]["reachable"] is True
     assert "secret" not in ready.text and "secret" not in json.dumps(listed)
+
+
+def test_an_engine_that_requires_a_key_scores_with_it_and_gives_null_without_it(
+    remote_server: Server, engines: dict[str, str]
+) -> None:
+    """The engine requires ENGINE_KEY (as `--api-key`): keyed_rm sends it and scores as the local backend;
+    wrong_key_rm (another key) and sglang_rm (none) are null model_error, never 0. The key is in no log line (the
+    server logs at INFO: httpx's request lines included) nor in /readyz or GET /v1/models, which say a key is sent."""
+    items = rm_items("local_rm")[:3]
+    local = score(remote_server, items)
+    with fault(engines["rm"], "none", api_key=ENGINE_KEY):
+        keyed = score(remote_server, [item | {"rm": {"model": "keyed_rm"}} for item in items])
+        assert_all_model_error(score(remote_server, [item | {"rm": {"model": "wrong_key_rm"}} for item in items]))
+        assert_all_model_error(score(remote_server, [item | {"rm": {"model": "sglang_rm"}} for item in items]))
+    assert [r["verdict"] for r in keyed] == ["scored"] * 3
+    assert [r["score"] for r in keyed] == pytest.approx([r["score"] for r in local], abs=1e-4)
+    listed = httpx.get(f"{remote_server.url}/v1/models", timeout=10)
+    shown = {m["name"]: m for m in listed.json()["models"]}
+    assert (shown["keyed_rm"]["api_key"], shown["vllm_rm"]["api_key"], shown["local_rm"]["api_key"]) == (
+        True, False, False
+    )  # fmt: skip
+    ready = httpx.get(f"{remote_server.url}/readyz", timeout=10)
+    assert ready.json()["models"]["wrong_key_rm"]["api_key"] is True
+    output = remote_server.output()
+    assert "HTTP Request: POST" in output  # httpx's request lines are in the log the check below reads
+    for said in (output, listed.text, ready.text):
+        assert "hunter2" not in said and "swordfish" not in said
+
+
+def reachable(server: Server, name: str) -> bool | None:
+    shown: bool | None = httpx.get(f"{server.url}/readyz", timeout=10).json()["models"][name]["reachable"]
+    return shown
+
+
+def test_an_engine_still_loading_is_unreachable_until_it_is_up_with_no_request_sent(
+    remote_server: Server, engines: dict[str, str]
+) -> None:
+    """An engine still loading its model answers 503 (its /health too): a batch sent then is null model_error, and
+    /readyz says unreachable. Once the engine is up, /readyz says reachable within a few seconds, with no request to
+    score sent to it: its re-probe of /health, in the background, found it up."""
+    with fault(engines["prm"], "none", loading=True):
+        assert_all_model_error(score(remote_server, prm_items("vllm_prm")[:1]))
+        assert reachable(remote_server, "vllm_prm") is False
+        sent = len(httpx.get(f"{engines['prm']}/_requests", timeout=5).json())
+    deadline = time.monotonic() + 15
+    while reachable(remote_server, "vllm_prm") is not True:
+        assert time.monotonic() < deadline, "the engine is up, and /readyz still says it is not"
+        time.sleep(0.2)
+    assert len(httpx.get(f"{engines['prm']}/_requests", timeout=5).json()) == sent  # no scoring request sent
+    assert reachable(remote_server, "down_rm") is False  # and one that is down stays so
 
 
 def test_a_reload_of_an_engines_model_is_a_422_naming_it(remote_server: Server) -> None:
