@@ -331,7 +331,7 @@ def test_a_model_that_could_lift_a_wrong_answer_is_refused(rm_server: Server, it
 
 def readme_recipes() -> list[dict[str, Any]]:
     readme = (ROOT / "README.md").read_text()
-    section = readme.split("### A model beside the rules", 1)[1].split("\n## ", 1)[0]
+    section = readme.split("### A model beside the rules", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
     return [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, re.S)]
 
 
