@@ -69,7 +69,7 @@ def _ended_by_limit(facts: Facts, exc: object, limits: Limits) -> tuple[TestVerd
 
 
 def _stdio(test: StdioTest, facts: Facts, limits: Limits) -> tuple[TestVerdict, str | None]:
-    ended = _ended_by_limit(facts, facts.get("exc"), limits)
+    ended = _ended_by_limit(facts, facts.get("exc") or _native_exc(facts), limits)
     if ended:
         return ended
     if facts.get("raised"):
@@ -81,6 +81,15 @@ def _stdio(test: StdioTest, facts: Facts, limits: Limits) -> tuple[TestVerdict, 
     if difference is None:
         return TestVerdict.PASSED, None
     return TestVerdict.WRONG_ANSWER, HIDDEN_OUTPUT if test.hidden else difference
+
+
+def _native_exc(facts: Facts) -> str | None:
+    """A C++ program's allocation failure, from what the C++ runtime wrote to stderr as it aborted (a program that
+    writes this itself and aborts fails either way)."""
+    head = facts.get("stderr_head")
+    if isinstance(head, str) and "std::bad_alloc" in head and facts.get("code") == -signal.SIGABRT:
+        return "MemoryError"
+    return None
 
 
 def stdout_of(facts: Facts) -> str:

@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any, Generic, TypeVar
 
 from sandbox.api import (
+    CPP_FLAGS,
     AssertTest,
     CallTest,
     Limits,
@@ -28,6 +29,7 @@ from sandbox.api import (
     Test,
 )
 from sandbox.compare import CannotJudge, outcome
+from sandbox.compiled import NO_COMPILER, BinaryCache, Built, binary_key, built
 from sandbox.pool import Channel, Pool, Sandbox, SandboxUnavailable
 from sandbox.runner import KILL_TIMEOUT_S, Unserializable, encode
 from sandbox.uids import UidRange, UidsInUse
@@ -40,6 +42,7 @@ GRACE_S = 2 * KILL_TIMEOUT_S + 5  # beyond a test's wall limit: spawning, killin
 SETTLE_TIMEOUT_S = 4 * KILL_TIMEOUT_S + 5  # the clean-up after a job: killing, then wiping three places
 STDIO_MODES = ("tokens", "exact", "float")
 MIN_TESTS_PER_PART = 8  # a submission with fewer tests runs in one sandbox
+LANGUAGES = ("python", "cpp")
 
 
 Judge = Callable[[Test, dict[str, Any]], T]  # a test and its facts -> what the caller keeps of them
@@ -126,6 +129,10 @@ async def settle(channel: Channel, job_id: int) -> bool:
             return False
 
 
+def _facts(test: Test, facts: dict[str, Any]) -> dict[str, Any]:
+    return facts
+
+
 def _judge(tests: list[Test], judge: Judge[T], index: int, facts: dict[str, Any]) -> T:
     return judge(tests[index], facts)
 
@@ -156,6 +163,19 @@ def invalid_test(test: Test) -> str | None:
     return None
 
 
+def invalid_submission(submission: Submission) -> str | None:
+    """Why a submission cannot be run: an unknown language, a test the language cannot take, a malformed test."""
+    if submission.language not in LANGUAGES:
+        return f"unknown language {submission.language[:20]!r}: use one of {', '.join(LANGUAGES)}"
+    for test in submission.tests:
+        if submission.language == "cpp" and not isinstance(test, StdioTest):
+            return "a C++ program takes stdio tests only"
+        problem = invalid_test(test)
+        if problem:
+            return problem
+    return None
+
+
 class PooledExecutor:
     """An Executor over a pool of sandboxes. Subclasses set `name` and implement `create_sandbox`."""
 
@@ -168,6 +188,8 @@ class PooledExecutor:
         self.uids: UidRange | None = None  # claimed at start, where sandboxes run as uids of their own
         self._job_ids = itertools.count(1)
         self._cleaning: weakref.WeakKeyDictionary[Sandbox, int] = weakref.WeakKeyDictionary()  # its last job
+        self.binaries = BinaryCache(self.config.compile_cache_mb << 20)  # C++ binaries (compiled.py)
+        self.cpp: bool | None = None  # does the sandbox have a C++ compiler? (its runner's hello says)
 
     async def create_sandbox(self, slot: int) -> Sandbox:
         raise NotImplementedError
@@ -208,19 +230,30 @@ class PooledExecutor:
             self.uids = None
 
     def status(self) -> dict[str, Any]:
-        return {"backend": self.name, **self.pool.status(), "uids": None if self.uids is None else str(self.uids)}
+        uids = None if self.uids is None else str(self.uids)
+        return {"backend": self.name, **self.pool.status(), "uids": uids, "cpp": self.cpp,
+                "binaries": self.binaries.status()}  # fmt: skip
+
+    def hello(self, hello: dict[str, Any]) -> None:
+        """What a runner says as it starts: whether its sandbox can compile C++."""
+        self.cpp = bool(hello.get("cpp"))
 
     async def run(self, submission: Submission) -> RunResult:
         if not submission.program.strip():
             return RunResult(RunVerdict.NO_CODE, detail="no code to run")
-        for test in submission.tests:
-            problem = invalid_test(test)
-            if problem:
-                return RunResult(RunVerdict.INVALID_TEST, detail=problem)
+        problem = invalid_submission(submission)
+        if problem:
+            return RunResult(RunVerdict.INVALID_TEST, detail=problem)
         limits = submission.limits.capped(self.config.max_limits)
+        native = submission.language == "cpp"
         try:
+            program: Built = submission.program
+            if native:
+                program = await self._binary(submission.program)
+            if isinstance(program, RunResult):  # a compile error, or no compiler here
+                return program
             judge = partial(outcome, limits=limits)
-            outcomes = await self._collect(submission.program, submission.tests, limits, judge)
+            outcomes = await self._collect(program, submission.tests, limits, judge, native)
         except SandboxUnavailable as exc:
             return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=str(exc))
         except CannotJudge as exc:
@@ -232,13 +265,26 @@ class PooledExecutor:
             return RunResult(RunVerdict.COMPILE_ERROR, detail=outcomes)
         return RunResult(RunVerdict.OK, tuple(outcomes[i] for i in range(len(submission.tests))))
 
+    async def _binary(self, source: str) -> Built:
+        """A C++ source's binary (base64), compiled in a sandbox once per source and flags, or why there is none."""
+        if self.cpp is False:
+            return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=NO_COMPILER)
+        return await self.binaries.get(binary_key(source, CPP_FLAGS), partial(self._compile, source))
+
+    async def _compile(self, source: str) -> tuple[Built, bool]:
+        limits = self.config.compile_limits
+        spec = {"kind": "compile", "flags": list(CPP_FLAGS)}
+        facts = await self._collect_part(source, (StdioTest("", ""),), [spec], [0], limits, _facts)
+        assert not isinstance(facts, str)  # a compile job's facts never say compile_error: they say diagnostics
+        return built(facts[0], limits)
+
     async def _collect(
-        self, program: str, tests: tuple[Test, ...], limits: Limits, judge: Judge[T]
+        self, program: str, tests: tuple[Test, ...], limits: Limits, judge: Judge[T], native: bool = False
     ) -> dict[int, T] | str:
         """What `judge` makes of every test's facts (`outcome`: its verdict), or the compile error. Many tests are
         split over several sandboxes at once (a long CodeContests suite with timeouts should not run serially when
         sandboxes sit idle). A test's facts are judged as they arrive and then dropped."""
-        specs = [test_spec(t) for t in tests]
+        specs = [dict(test_spec(t), native=True) if native else test_spec(t) for t in tests]  # native: a binary
         n = min(self.pool.size, max(1, len(specs) // MIN_TESTS_PER_PART))
         parts = [list(range(len(specs)))[p::n] for p in range(n)]
         try:

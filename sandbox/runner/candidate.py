@@ -27,6 +27,7 @@ from typing import Any
 
 from .confine import apply_limits, deny_syscalls, drop_privileges
 from .frames import describe, recv_frame, send_frame
+from .native import compile_cpp, run_binary
 from .procs import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, prctl
 from .values import Malformed, Unserializable, decode, encode
 
@@ -53,6 +54,11 @@ def candidate_main(opts):
         pass
     job = recv_frame(sock)
     if job is None:
+        return
+    if job["mode"] in ("compile", "native"):  # C++: compile a source, or run a binary (native.py)
+        nproc = opts.nproc_base - 1 if opts.nproc_base else None
+        env = dict(CHILD_ENV, HOME=work, TMPDIR=work)
+        (compile_cpp if job["mode"] == "compile" else run_binary)(job, work, sock, nproc, env)
         return
     path = os.path.join(work, "main.py")
     with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:  # before the file-size limit: ours to write
