@@ -546,7 +546,11 @@ class CodeSpec(ComponentSpec):
     )  # fmt: skip
     null_verdicts = (Verdict.SANDBOX_UNAVAILABLE, Verdict.INVALID_TEST, Verdict.DEADLINE_EXCEEDED)
 
-    language: Literal["python"] = "python"
+    language: Literal["python", "cpp"] = Field(
+        "python",
+        description="python: the last ```python block (else the whole answer); cpp: the last ```cpp or ```c++ block, "
+        "compiled in the sandbox with g++ -O2 -std=gnu++17 -DONLINE_JUDGE -pipe, stdio tests only",
+    )
     tests: list[CodeTest] = Field(
         ..., min_length=1, max_length=1000, description="The tests; a bare string is an assert test (MBPP's test_list)."
     )
@@ -560,6 +564,12 @@ class CodeSpec(ComponentSpec):
 
     def partial_credit(self) -> bool:
         return True  # the share of tests passed
+
+    @model_validator(mode="after")
+    def _cpp_stdio(self) -> CodeSpec:
+        if self.language == "cpp" and any(test.type != "stdio" for test in self.tests):
+            raise ValueError("tests: a cpp program takes stdio tests only")
+        return self
 
     @field_validator("tests", mode="before", json_schema_input_type=_TestsInput)
     @classmethod
