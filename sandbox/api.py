@@ -86,11 +86,23 @@ Test = StdioTest | CallTest | AssertTest
 
 
 @dataclass(frozen=True)
+class Checker:
+    """A program that judges each stdio test's output in place of the comparison (testlib's convention): run in a
+    sandbox as `checker input output answer` (the test's stdin, the program's stdout, the expected stdout); exit 0
+    accepted, 1 wrong answer, 2 presentation error; anything else is the checker's failure (invalid_test, null)."""
+
+    source: str
+    language: str = "python"  # or "cpp"
+    files: tuple[tuple[str, str], ...] = ()  # (name, text) next to the source when it compiles: testlib.h
+
+
+@dataclass(frozen=True)
 class Submission:
     program: str
     tests: tuple[Test, ...]
     limits: Limits = Limits()
     language: str = "python"  # or "cpp": compiled in the sandbox (CPP_FLAGS), then run on stdio tests only
+    checker: Checker | None = None  # judges stdio tests in place of the comparison
 
 
 def encodable(text: str | None) -> str | None:
@@ -174,6 +186,7 @@ class SandboxConfig:
     compile_limits: Limits = Limits(wall_s=30, cpu_s=20, memory_mb=1024, max_processes=16, max_file_mb=16,
                                     max_output_bytes=1 << 20)  # fmt: skip
     compile_cache_mb: int = 256
+    checker_limits: Limits = Limits(wall_s=10, cpu_s=10, memory_mb=1024, max_output_bytes=1 << 20)
 
 
 class Executor(Protocol):

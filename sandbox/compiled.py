@@ -25,8 +25,13 @@ Built = str | RunResult  # the binary (base64), or why there is none
 Build = Callable[[], Awaitable[tuple[Built, bool]]]  # -> (what it built, may it be cached)
 
 
-def binary_key(source: str, flags: tuple[str, ...]) -> str:
-    return hashlib.sha256("\0".join((*flags, source)).encode("utf-8", "surrogatepass")).hexdigest()
+def binary_key(source: str, flags: tuple[str, ...], files: tuple[tuple[str, str], ...] = ()) -> str:
+    """The hash of what a compile reads: flags, the source, and the files beside it (a checker's testlib.h)."""
+    digest = hashlib.sha256()
+    for part in (*flags, source, *(p for file in sorted(files) for p in file)):
+        data = part.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "big") + data)
+    return digest.hexdigest()
 
 
 def built(facts: dict[str, Any], limits: Limits) -> tuple[Built, bool]:

@@ -73,6 +73,6 @@ def run_binary(job, work, sock, nproc, env):
     send_frame(sock, {"compiled": True})  # the first frame, before the program runs
     os.set_inheritable(sock.fileno(), False)  # the program gets stdin, stdout and stderr only
     try:
-        os.execve(path, [path], env)
+        os.execve(path, [path, *(job.get("argv") or ())], env)
     except OSError as exc:
         send_frame(sock, {"raised": f"the program did not start: {exc.strerror}", "exc": "OSError"})

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from sandbox import Limits, RunVerdict, StdioTest, Submission, TestVerdict
+from sandbox import Checker, Limits, RunVerdict, StdioTest, Submission, TestVerdict
 from sandbox.compiled import BinaryCache, binary_key, built
 from tests.sandbox.live import LiveExecutor
 
@@ -201,3 +201,92 @@ def test_the_binary_cache_is_bounded_and_builds_each_key_once() -> None:
     assert same == ["x" * 60] * 5 and again == "z" * 10
     assert calls == ["x" * 60, "y" * 60, "z" * 10] and status["bytes"] <= 100  # type: ignore[index]
     assert binary_key("a", ("-O2",)) != binary_key("a", ("-O0",)) != binary_key("b", ("-O0",))
+
+
+# ---------------------------------------------------------------- checkers (testlib's convention)
+
+# "Print two non-negative integers that sum to n": many right answers, so only a checker can judge.
+PY_CHECKER = """
+import sys
+n = int(open(sys.argv[1]).read())
+tokens = open(sys.argv[2]).read().split()
+answer = open(sys.argv[3]).read()  # the reference's pair: any pair will do
+if len(tokens) != 2:
+    sys.exit(2)  # presentation error
+a, b = map(int, tokens)
+sys.exit(0 if a >= 0 and b >= 0 and a + b == n else 1)
+"""
+CPP_CHECKER = """
+#include "pairs.h"
+#include <fstream>
+int main(int argc, char **argv) {
+  if (argc != 4) return 3;
+  std::ifstream in(argv[1]), out(argv[2]), ans(argv[3]);
+  long long n, a, b;
+  in >> n;
+  if (!(out >> a >> b)) return 2;
+  return valid_pair(n, a, b) ? 0 : 1;
+}
+"""
+PAIRS_H = "inline bool valid_pair(long long n, long long a, long long b) { return a >= 0 && b >= 0 && a + b == n; }\n"
+PAIR_TESTS = (StdioTest("10\n", "5 5\n"), StdioTest("7\n", "3 4\n"), StdioTest("0\n", "0 0\n"))
+PAIRS = {  # program -> per-test verdicts, under either checker
+    '#include <cstdio>\nint main() { long long n; scanf("%lld", &n); printf("%lld 0\\n", n); }\n': ["passed"] * 3,
+    '#include <cstdio>\nint main() { long long n; scanf("%lld", &n); printf("%lld 1\\n", n); }\n': ["wrong_answer"] * 3,
+    '#include <cstdio>\nint main() { long long n; scanf("%lld", &n); printf("%lld\\n", n); }\n': ["wrong_answer"] * 3,
+    "#include <cstdlib>\nint main() { abort(); }\n": ["runtime_error"] * 3,
+}
+CHECKERS = {
+    "python": Checker(PY_CHECKER),
+    "cpp": Checker(CPP_CHECKER, "cpp", (("pairs.h", PAIRS_H),)),
+}
+
+
+def checked(executor: LiveExecutor, program: str, checker: Checker, language: str = "cpp", **limits: object):
+    submission = Submission(program, PAIR_TESTS, Limits(**limits), language=language, checker=checker)  # type: ignore[arg-type]
+    return executor.call(executor.executor.run(submission))
+
+
+@pytest.mark.parametrize("checker", CHECKERS)
+def test_a_checker_judges_outputs_with_many_right_answers(executor: LiveExecutor, checker: str) -> None:
+    for program, expected in PAIRS.items():
+        result = checked(executor, program, CHECKERS[checker])
+        assert [v.value for v in verdicts(result)] == expected, (program, result)
+    wrong = checked(executor, list(PAIRS)[1], CHECKERS[checker])
+    assert wrong.tests[0].detail == "the checker rejected the output"
+    short = checked(executor, list(PAIRS)[2], CHECKERS[checker])
+    assert short.tests[0].detail == "presentation error (the checker's verdict)"
+    python = checked(executor, "n = int(input())\nprint(0, n)\n", CHECKERS[checker], language="python")
+    assert python.score == 1.0, python
+
+
+CHECKER_FAILURES = {
+    "exits 3": "import sys\nsys.exit(3)\n",
+    "raises": "raise ValueError('bad checker')\n",
+    "crashes": Checker("int main() { volatile int *p = nullptr; return *p; }\n", "cpp"),
+    "does not compile": Checker("int main() { return undefined; }\n", "cpp"),
+    "loops": "while True:\n    pass\n",
+}
+
+
+@pytest.mark.parametrize("failure", CHECKER_FAILURES)
+def test_a_checker_that_fails_cannot_judge_never_0(executor: LiveExecutor, failure: str) -> None:
+    checker = CHECKER_FAILURES[failure]
+    checker = checker if isinstance(checker, Checker) else Checker(checker)
+    right = next(iter(PAIRS))
+    result = checked(executor, right, checker)
+    assert (result.verdict, result.score) == (RunVerdict.INVALID_TEST, None), result
+    assert "checker" in (result.detail or "")
+    assert checked(executor, right, CHECKERS["python"]).score == 1.0
+
+
+def test_a_program_cannot_write_into_the_checkers_files(solo: LiveExecutor) -> None:
+    """It writes what would pass as files named like the checker's, where it can; the checker still judges its own."""
+    forger = (
+        "import os\nfor d in ('.', '/tmp', os.path.dirname(os.getcwd())):\n"
+        "    for name in ('input', 'output', 'answer'):\n"
+        "        try:\n            open(os.path.join(d, name), 'w').write('1 0\\n' if name != 'input' else '1\\n')\n"
+        "        except OSError:\n            pass\nprint('999 999')\n"
+    )
+    result = checked(solo, forger, CHECKERS["python"], language="python")
+    assert verdicts(result) == [TestVerdict.WRONG_ANSWER] * 3, result

@@ -56,6 +56,18 @@ ECHOES = {
         "items.0.code",
         "a cpp program takes stdio tests only",
     ),
+    "a checker file with a path": (
+        [
+            item(
+                code={
+                    "checker": {"source": "x", "files": {"../" + SECRET: ""}},
+                    "tests": [{"type": "stdio", "stdout": ""}],
+                }
+            )
+        ],
+        "items.0.code.checker.files",
+        "a file name is a plain name",
+    ),
     "an unknown weight key": (
         [item(weights={"maht": 1.0})],
         "items.0.weights",

@@ -142,3 +142,39 @@ def test_cpp_and_python_items_mix_in_one_batch(service: Server) -> None:
     }
     got = results(service, [cpp_item(SUM), python, {"completion": "\\boxed{4}", "math": {"gold": "4"}}])
     assert [r["reward"] for r in got] == [1.0, 1.0, 1.0]
+
+
+PAIR_CHECKER = """
+import sys
+n = int(open(sys.argv[1]).read())
+tokens = open(sys.argv[2]).read().split()
+if len(tokens) != 2:
+    sys.exit(2)
+a, b = map(int, tokens)
+sys.exit(0 if a >= 0 and b >= 0 and a + b == n else 1)
+"""
+PAIR_TESTS = [{"type": "stdio", "stdin": "10\n", "stdout": "5 5\n"}, {"type": "stdio", "stdin": "3\n", "stdout": "1 2"}]
+
+
+def test_a_checker_judges_many_right_answers_and_a_broken_one_is_null(service: Server) -> None:
+    def item(source: str, checker: dict[str, Any]) -> dict[str, Any]:
+        return {"completion": completion(source), "code": {"language": "cpp", "tests": PAIR_TESTS, "checker": checker}}
+
+    right = '#include <cstdio>\nint main() { int n; scanf("%d", &n); printf("0 %d\\n", n); }\n'
+    wrong = right.replace('"0 %d', '"1 %d')
+    got = results(
+        service,
+        [
+            item(right, {"source": PAIR_CHECKER}),
+            item(wrong, {"source": PAIR_CHECKER}),
+            item(right, {"source": "import sys\nsys.exit(3)\n"}),
+            item(right, {"language": "cpp", "source": '#include "mine.h"\nint main() { return ZERO; }\n',
+                         "files": {"mine.h": "#define ZERO 0\n"}}),
+        ],
+    )  # fmt: skip
+    codes = [r["components"]["code"] for r in got]
+    assert [(c["verdict"], c["score"]) for c in codes] == [
+        ("passed", 1.0), ("failed", 0.0), ("invalid_test", None), ("passed", 1.0)
+    ], codes  # fmt: skip
+    assert [t["detail"] for t in codes[1]["tests"]] == ["the checker rejected the output"] * 2
+    assert got[2]["reward"] is None and "checker" in codes[2]["detail"]

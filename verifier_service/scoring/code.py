@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sandbox import AssertTest, CallTest, Limits, RunResult, RunVerdict, StdioTest, Submission, Test
+from sandbox import AssertTest, CallTest, Checker, Limits, RunResult, RunVerdict, StdioTest, Submission, Test
 from verifier_service.schema import AssertTest as AssertTestSpec  # the request's test models, named apart
 from verifier_service.schema import CallTest as CallTestSpec  # from the sandbox's classes of the same names
 from verifier_service.schema import CodeSpec, ComponentResult, ScoreItem, TestVerdict, Verdict
@@ -114,7 +114,10 @@ def submission(program: str, spec: CodeSpec) -> Submission:
         max_output_bytes=spec.max_output_bytes or defaults.max_output_bytes,
     )
     tests = tuple(_test(t) for t in spec.tests)
-    return Submission(program=program, tests=tests, limits=limits, language=spec.language)
+    checker = None
+    if spec.checker is not None:
+        checker = Checker(spec.checker.source, spec.checker.language, tuple(sorted(spec.checker.files.items())))
+    return Submission(program=program, tests=tests, limits=limits, language=spec.language, checker=checker)
 
 
 def code_component(result: RunResult, total: int, fenced: bool = True) -> ComponentResult:
