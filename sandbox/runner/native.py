@@ -2,14 +2,15 @@
 
 Compiling runs g++ as C's child under the compile limits the host sends (C's rlimits, inherited): no program runs,
 only the compiler, on text. The binary goes back to the host, which caches it by the hash of source and flags and
-sends it with each test: every test writes its own copy into its own scratch dir, so no submission can ever write the
-binary another run executes. Running sets the limits (the stack as large as the memory limit, as Codeforces gives)
-and execs the binary in C's place: its exit status is C's, as Z's wait4 reports it.
+sends it with each test: every test gets its own copy, in a sealed memfd, so no submission can ever write the binary
+another run executes. Running sets the limits (the stack as large as the memory limit, as Codeforces gives) and execs
+the binary in C's place: its exit status is C's, as Z's wait4 reports it.
 """
 
 from __future__ import annotations
 
 import base64
+import fcntl
 import os
 import resource
 import shutil
@@ -19,6 +20,9 @@ from .confine import apply_limits
 from .frames import send_frame
 
 COMPILER = "g++"
+MFD_ALLOW_SEALING = getattr(os, "MFD_ALLOW_SEALING", 2)
+F_ADD_SEALS = getattr(fcntl, "F_ADD_SEALS", 1033)
+F_SEAL_SEAL, F_SEAL_SHRINK, F_SEAL_GROW, F_SEAL_WRITE = 1, 2, 4, 8
 DIAGNOSTICS_BYTES = 8192  # what C reads of the compiler's messages: the host shows the first lines
 
 
@@ -61,11 +65,11 @@ def compile_cpp(job, work, sock, nproc, env):
 
 
 def run_binary(job, work, sock, nproc, env):
-    """Write the binary (base64 in job["program"]) into the scratch dir and exec it under the test's limits."""
-    path = os.path.join(work, "main")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o700)
-    with open(fd, "wb") as f:  # before the file-size limit: ours to write
-        f.write(base64.b64decode(job["program"]))
+    """Exec the binary (base64 in job["program"]) under the test's limits, from a sealed memfd: the scratch dir may
+    be mounted noexec (Docker's tmpfs is), and nothing, the program included, can change the binary it runs."""
+    fd = os.memfd_create("main", os.MFD_CLOEXEC | MFD_ALLOW_SEALING)
+    os.write(fd, base64.b64decode(job["program"]))  # before the file-size limit: ours to write
+    fcntl.fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
     limits = job["limits"]
     apply_limits(limits, nproc)
     stack = limits["memory_mb"] << 20
@@ -73,6 +77,6 @@ def run_binary(job, work, sock, nproc, env):
     send_frame(sock, {"compiled": True})  # the first frame, before the program runs
     os.set_inheritable(sock.fileno(), False)  # the program gets stdin, stdout and stderr only
     try:
-        os.execve(path, [path, *(job.get("argv") or ())], env)
+        os.execve(fd, [os.path.join(work, "main"), *(job.get("argv") or ())], env)
     except OSError as exc:
         send_frame(sock, {"raised": f"the program did not start: {exc.strerror}", "exc": "OSError"})

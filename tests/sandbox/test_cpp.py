@@ -290,3 +290,18 @@ def test_a_program_cannot_write_into_the_checkers_files(solo: LiveExecutor) -> N
     )
     result = checked(solo, forger, CHECKERS["python"], language="python")
     assert verdicts(result) == [TestVerdict.WRONG_ANSWER] * 3, result
+
+
+def test_an_executor_whose_sandboxes_have_no_compiler_cannot_judge_cpp(request: pytest.FixtureRequest) -> None:
+    """As a runner without g++ says in its hello (runner/native.py); Python still runs there."""
+    from tests.sandbox.conftest import start_executor
+
+    live = start_executor("local", request, pool_size=1)
+    try:
+        live.executor.cpp = False  # type: ignore[attr-defined]
+        result = run(live, SUM)
+        assert (result.verdict, result.score) == (RunVerdict.SANDBOX_UNAVAILABLE, None), result
+        assert "no C++ compiler" in (result.detail or "")
+        assert live.run("print(5)", StdioTest("", "5")).score == 1.0
+    finally:
+        live.close()
