@@ -125,11 +125,11 @@ class TestRun:
             self.status = "ok"
 
     def on_frame(self, frame):
-        if self.kind == "compile":  # C's one frame: the binary, or the compiler's messages (native.py)
-            if self.status is None:
-                keep = ("binary_b64", "diagnostics", "no_compiler")
+        if self.kind == "compile":  # C's one frame (native.py), which may be read after its exit notice
+            keep = ("binary_b64", "diagnostics", "no_compiler")
+            if not any(key in self.facts for key in keep):
                 self.facts.update({key: frame[key] for key in keep if key in frame})
-                self.status = "ok"
+            self.status = self.status or "ok"
             return
         if self.status is not None and self.kind != "stdio":  # the test's answer came: frames after it are not read
             return
