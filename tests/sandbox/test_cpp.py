@@ -310,7 +310,7 @@ def test_an_executor_whose_sandboxes_have_no_compiler_cannot_judge_cpp(request: 
 def test_every_compile_of_many_comes_back(local_executor: LiveExecutor) -> None:
     """The compiler's frame may be read after its exit notice: it must never be lost (a binary lost is a spurious
     compile error)."""
-    sources = [f"#include <cstdio>\nint main() {{ puts(\"{i}\"); }}\n" for i in range(12)]
+    sources = [f'#include <cstdio>\nint main() {{ puts("{i}"); }}\n' for i in range(12)]
     submissions = [Submission(s, (StdioTest("", str(i)),), language="cpp") for i, s in enumerate(sources)]
     results = local_executor.run_all(submissions)
     assert [(r.verdict, r.score) for r in results] == [(RunVerdict.OK, 1.0)] * 12, results
