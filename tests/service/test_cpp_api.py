@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -178,3 +180,16 @@ def test_a_checker_judges_many_right_answers_and_a_broken_one_is_null(service: S
     ], codes  # fmt: skip
     assert [t["detail"] for t in codes[1]["tests"]] == ["the checker rejected the output"] * 2
     assert got[2]["reward"] is None and "checker" in codes[2]["detail"]
+
+
+def test_the_service_answers_while_compile_bombs_compile(service: Server) -> None:
+    bombs = [cpp_item(PROGRAMS[name][0]) for name in ("dev-zero", "template-bomb")]
+    bombs.append(cpp_item('#include "/dev/random"\nint main() {}\n'))
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(results, service, bombs)
+        time.sleep(0.3)  # the compiles are under way (each takes a second or more)
+        started = time.monotonic()
+        assert httpx.get(f"{service.url}/healthz", timeout=10).status_code == 200
+        assert time.monotonic() - started < 2.0, "the service held its event loop while compiling"
+        got = pending.result(timeout=180)
+    assert [r["components"]["code"]["verdict"] for r in got] == ["compile_error"] * 3
