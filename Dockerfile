@@ -63,8 +63,8 @@ RUN set -eu; \
 FROM ${BASE_IMAGE}
 ARG BASE_IMAGE
 # Debian packages for the local sandbox backend inside this container, where no Docker socket is (Kubernetes:
-# deploy/k8s, docs/scale.md): SANDBOX_PACKAGES=bubblewrap. Empty by default: under compose, code runs in the sandbox
-# image's containers, and this image stays as lean as it was.
+# deploy/k8s, docs/scale.md): SANDBOX_PACKAGES=bubblewrap ("bubblewrap g++" for C++ code items). Empty by default:
+# under compose, code runs in the sandbox image's containers, and this image stays as lean as it was.
 ARG SANDBOX_PACKAGES=""
 LABEL org.opencontainers.image.title="reward-verifier" \
       org.opencontainers.image.description="Scores LLM completions (math, code, think format) for RL training" \

@@ -56,10 +56,12 @@ $(RAY_STAMP): $(STAMP) pyproject.toml Makefile
 
 ray: $(RAY_STAMP)
 
-# Operating-system packages the sandbox uses: bubblewrap (the local backend's isolation) and debootstrap (the
-# offline base image). Installed when missing and we are root; otherwise say what is missing and go on.
+# Operating-system packages the sandbox uses: bubblewrap (the local backend's isolation), g++ (its C++ programs) and
+# debootstrap (the offline base image). Installed when missing and we are root; otherwise say what is missing and go
+# on.
 system-deps:
 	@missing=""; command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	command -v g++ >/dev/null || missing="$$missing g++"; \
 	command -v debootstrap >/dev/null || missing="$$missing debootstrap"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \

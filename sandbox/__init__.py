@@ -13,6 +13,7 @@ from typing import Literal
 from sandbox.api import (
     AssertTest,
     CallTest,
+    Checker,
     Executor,
     Limits,
     RunResult,
@@ -28,6 +29,7 @@ from sandbox.api import (
 __all__ = [
     "AssertTest",
     "CallTest",
+    "Checker",
     "Executor",
     "Limits",
     "RunResult",

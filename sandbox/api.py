@@ -28,7 +28,7 @@ class TestVerdict(StrEnum):
 class RunVerdict(StrEnum):
     OK = "ok"  # the program ran; see the per-test outcomes
     NO_CODE = "no_code"  # the program is empty: score 0, nothing ran
-    COMPILE_ERROR = "compile_error"  # the program is not valid Python: every test fails, score 0
+    COMPILE_ERROR = "compile_error"  # the program does not compile (or its compiler overran its limits): score 0
     SANDBOX_UNAVAILABLE = "sandbox_unavailable"  # cannot judge: the executor could not run it (score null)
     INVALID_TEST = "invalid_test"  # cannot judge: a test is malformed or needs what cannot cross the boundary (null)
 
@@ -86,10 +86,23 @@ Test = StdioTest | CallTest | AssertTest
 
 
 @dataclass(frozen=True)
+class Checker:
+    """A program that judges each stdio test's output in place of the comparison (testlib's convention): run in a
+    sandbox as `checker input output answer` (the test's stdin, the program's stdout, the expected stdout); exit 0
+    accepted, 1 wrong answer, 2 presentation error; anything else is the checker's failure (invalid_test, null)."""
+
+    source: str
+    language: str = "python"  # or "cpp"
+    files: tuple[tuple[str, str], ...] = ()  # (name, text) next to the source when it compiles: testlib.h
+
+
+@dataclass(frozen=True)
 class Submission:
     program: str
     tests: tuple[Test, ...]
     limits: Limits = Limits()
+    language: str = "python"  # or "cpp": compiled in the sandbox (CPP_FLAGS), then run on stdio tests only
+    checker: Checker | None = None  # judges stdio tests in place of the comparison
 
 
 def encodable(text: str | None) -> str | None:
@@ -134,8 +147,11 @@ class RunResult:
         return self.passed / len(self.tests) if self.verdict == RunVerdict.OK and self.tests else 0.0
 
 
+CPP_FLAGS = ("-O2", "-std=gnu++17", "-DONLINE_JUDGE", "-pipe")  # as Codeforces and open-r1 compile
+
 # A Docker backend names its sandbox containers `<pool name>-sandbox-<slot>`, and Docker takes a container name only
 # when it matches [a-zA-Z0-9][a-zA-Z0-9_.-]+ (ASCII): a pool name is such a name itself, 64 characters at most.
+
 POOL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
@@ -165,6 +181,12 @@ class SandboxConfig:
     uid_base: int = 10001  # sandbox i runs as uid_base + i (docker; local as root); distinct per service on a host
     require_isolation: bool = False  # local: refuse to start without bubblewrap instead of warning
     local_python: str | None = None  # local: the interpreter in the sandbox (default: the first that works)
+    # C++: the compiler's limits (max_file_mb caps the binary and every file it writes), and the host's cache of
+    # binaries (by the hash of source and flags, across requests), in MB.
+    compile_limits: Limits = Limits(wall_s=30, cpu_s=20, memory_mb=1024, max_processes=16, max_file_mb=16,
+                                    max_output_bytes=1 << 20)  # fmt: skip
+    compile_cache_mb: int = 256
+    checker_limits: Limits = Limits(wall_s=10, cpu_s=10, memory_mb=1024, max_output_bytes=1 << 20)
 
 
 class Executor(Protocol):

@@ -69,7 +69,7 @@ def _ended_by_limit(facts: Facts, exc: object, limits: Limits) -> tuple[TestVerd
 
 
 def _stdio(test: StdioTest, facts: Facts, limits: Limits) -> tuple[TestVerdict, str | None]:
-    ended = _ended_by_limit(facts, facts.get("exc"), limits)
+    ended = _ended_by_limit(facts, facts.get("exc") or _native_exc(facts), limits)
     if ended:
         return ended
     if facts.get("raised"):
@@ -81,6 +81,15 @@ def _stdio(test: StdioTest, facts: Facts, limits: Limits) -> tuple[TestVerdict, 
     if difference is None:
         return TestVerdict.PASSED, None
     return TestVerdict.WRONG_ANSWER, HIDDEN_OUTPUT if test.hidden else difference
+
+
+def _native_exc(facts: Facts) -> str | None:
+    """A C++ program's allocation failure, from what the C++ runtime wrote to stderr as it aborted (a program that
+    writes this itself and aborts fails either way)."""
+    head = facts.get("stderr_head")
+    if isinstance(head, str) and "std::bad_alloc" in head and facts.get("code") == -signal.SIGABRT:
+        return "MemoryError"
+    return None
 
 
 def stdout_of(facts: Facts) -> str:
@@ -335,3 +344,33 @@ def _floats_close(got: str, want: str, tolerance: float) -> bool:
         return math.isclose(float(got), float(want), rel_tol=tolerance, abs_tol=tolerance)
     except (ValueError, OverflowError):
         return False
+
+
+# --- Checkers: the program's output goes to a checker instead of the comparison -----------------------------------
+
+CHECKER_VERDICTS = {1: "the checker rejected the output", 2: "presentation error (the checker's verdict)"}
+
+
+def output_to_check(test: Test, facts: Facts, limits: Limits) -> TestOutcome | bytes:
+    """The program's stdout when it ran to a clean end (a checker judges it), else its final outcome."""
+    ran = facts.get("status") == "ok" and facts.get("code") == 0 and not facts.get("raised")
+    if ran and isinstance(test, StdioTest) and _ended_by_limit(facts, facts.get("exc"), limits) is None:
+        try:
+            return base64.b64decode(str(facts.get("stdout_b64", "")), validate=True)
+        except (binascii.Error, ValueError):
+            return b""
+    return outcome(test, facts, limits)
+
+
+def checker_outcome(facts: Facts) -> TestOutcome:
+    """A checker's run: exit 0 passes, 1 and 2 are the program's wrong answer; anything else is the checker's own
+    failure, never the program's: CannotJudge (null)."""
+    if facts.get("raised"):  # a Python checker's uncaught exception (it would exit 1: not a wrong answer)
+        raise CannotJudge(f"the checker failed: {str(facts['raised'])[:200]}")
+    code = facts.get("code") if facts.get("status") == "ok" and facts.get("exited") is not False else None
+    if code == 0:
+        return TestOutcome(TestVerdict.PASSED)
+    if code in CHECKER_VERDICTS:
+        return TestOutcome(TestVerdict.WRONG_ANSWER, CHECKER_VERDICTS[code])
+    why = f"ran past its limits ({facts.get('status')})" if facts.get("status") != "ok" else _exit_detail(code)
+    raise CannotJudge(f"the checker failed: {why}")

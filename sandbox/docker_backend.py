@@ -214,6 +214,7 @@ class DockerExecutor(PooledExecutor):
             hello = json.loads(await asyncio.wait_for(channel.recv(), self.config.start_timeout_s))
             if not hello.get("ready") or not hello.get("pidns"):
                 raise RuntimeError(f"the runner did not start as PID 1: {hello}")
+            self.hello(hello)
         except BaseException:  # cancelled too (the pool closing): nothing of it may outlive the event loop
             if channel is not None:
                 channel.close()

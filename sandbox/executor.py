@@ -7,9 +7,11 @@ inside speaks the same JSON-lines protocol everywhere (see runner/__init__.py).
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 import logging
+import re
 import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -17,6 +19,7 @@ from functools import partial
 from typing import Any, Generic, TypeVar
 
 from sandbox.api import (
+    CPP_FLAGS,
     AssertTest,
     CallTest,
     Limits,
@@ -26,8 +29,10 @@ from sandbox.api import (
     StdioTest,
     Submission,
     Test,
+    TestOutcome,
 )
-from sandbox.compare import CannotJudge, outcome
+from sandbox.compare import CannotJudge, checker_outcome, outcome, output_to_check
+from sandbox.compiled import NO_COMPILER, BinaryCache, Built, binary_key, built
 from sandbox.pool import Channel, Pool, Sandbox, SandboxUnavailable
 from sandbox.runner import KILL_TIMEOUT_S, Unserializable, encode
 from sandbox.uids import UidRange, UidsInUse
@@ -40,6 +45,9 @@ GRACE_S = 2 * KILL_TIMEOUT_S + 5  # beyond a test's wall limit: spawning, killin
 SETTLE_TIMEOUT_S = 4 * KILL_TIMEOUT_S + 5  # the clean-up after a job: killing, then wiping three places
 STDIO_MODES = ("tokens", "exact", "float")
 MIN_TESTS_PER_PART = 8  # a submission with fewer tests runs in one sandbox
+LANGUAGES = ("python", "cpp")
+CHECKER_ARGV = ("input", "output", "answer")  # testlib's order: the program's output, then the expected answer
+RESERVED_FILES = {*CHECKER_ARGV, "main", "main.py", "main.cpp", "diagnostics.txt"}  # the runner writes these
 
 
 Judge = Callable[[Test, dict[str, Any]], T]  # a test and its facts -> what the caller keeps of them
@@ -126,6 +134,33 @@ async def settle(channel: Channel, job_id: int) -> bool:
             return False
 
 
+def _facts(test: Test, facts: dict[str, Any]) -> dict[str, Any]:
+    return facts
+
+
+def _checked_outcome(test: Test, facts: dict[str, Any]) -> TestOutcome:
+    return checker_outcome(facts)
+
+
+def _encoded(files: dict[str, str | bytes]) -> dict[str, str]:
+    """Files as the runner takes them: base64 of their bytes (text as UTF-8)."""
+    raw = {name: d.encode("utf-8", "surrogatepass") if isinstance(d, str) else d for name, d in files.items()}
+    return {name: base64.b64encode(data).decode("ascii") for name, data in raw.items()}
+
+
+def checker_spec(test: StdioTest, output: bytes, native: bool) -> dict[str, Any]:
+    """A checker's run on one test: testlib's `checker input output answer`, the three as files."""
+    files = _encoded({"input": test.stdin, "output": output, "answer": test.stdout})
+    return {"kind": "stdio", "stdin": "", "files": files, "argv": list(CHECKER_ARGV), "native": native}
+
+
+def unusable_checker(result: RunResult) -> RunResult:
+    """A checker that does not compile cannot judge anything: the test's fault, never the program's (null)."""
+    if result.verdict == RunVerdict.COMPILE_ERROR:
+        return RunResult(RunVerdict.INVALID_TEST, detail=f"the checker does not compile: {result.detail}")
+    return result
+
+
 def _judge(tests: list[Test], judge: Judge[T], index: int, facts: dict[str, Any]) -> T:
     return judge(tests[index], facts)
 
@@ -156,6 +191,26 @@ def invalid_test(test: Test) -> str | None:
     return None
 
 
+def invalid_submission(submission: Submission) -> str | None:
+    """Why a submission cannot be run: an unknown language, a test the language cannot take, a malformed test."""
+    if submission.language not in LANGUAGES:
+        return f"unknown language {submission.language[:20]!r}: use one of {', '.join(LANGUAGES)}"
+    checker = submission.checker
+    if checker is not None:
+        if checker.language not in LANGUAGES:
+            return f"unknown checker language {checker.language[:20]!r}: use one of {', '.join(LANGUAGES)}"
+        for name, _ in checker.files:
+            if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", name) or name in RESERVED_FILES:
+                return f"a checker's file needs a plain name, none of {', '.join(sorted(RESERVED_FILES))}"
+    for test in submission.tests:
+        if (submission.language == "cpp" or checker is not None) and not isinstance(test, StdioTest):
+            return "a C++ program, or a checker, takes stdio tests only"
+        problem = invalid_test(test)
+        if problem:
+            return problem
+    return None
+
+
 class PooledExecutor:
     """An Executor over a pool of sandboxes. Subclasses set `name` and implement `create_sandbox`."""
 
@@ -168,6 +223,8 @@ class PooledExecutor:
         self.uids: UidRange | None = None  # claimed at start, where sandboxes run as uids of their own
         self._job_ids = itertools.count(1)
         self._cleaning: weakref.WeakKeyDictionary[Sandbox, int] = weakref.WeakKeyDictionary()  # its last job
+        self.binaries = BinaryCache(self.config.compile_cache_mb << 20)  # C++ binaries (compiled.py)
+        self.cpp: bool | None = None  # does the sandbox have a C++ compiler? (its runner's hello says)
 
     async def create_sandbox(self, slot: int) -> Sandbox:
         raise NotImplementedError
@@ -208,19 +265,35 @@ class PooledExecutor:
             self.uids = None
 
     def status(self) -> dict[str, Any]:
-        return {"backend": self.name, **self.pool.status(), "uids": None if self.uids is None else str(self.uids)}
+        uids = None if self.uids is None else str(self.uids)
+        return {"backend": self.name, **self.pool.status(), "uids": uids, "cpp": self.cpp,
+                "binaries": self.binaries.status()}  # fmt: skip
+
+    def hello(self, hello: dict[str, Any]) -> None:
+        """What a runner says as it starts: whether its sandbox can compile C++."""
+        self.cpp = bool(hello.get("cpp"))
 
     async def run(self, submission: Submission) -> RunResult:
         if not submission.program.strip():
             return RunResult(RunVerdict.NO_CODE, detail="no code to run")
-        for test in submission.tests:
-            problem = invalid_test(test)
-            if problem:
-                return RunResult(RunVerdict.INVALID_TEST, detail=problem)
+        problem = invalid_submission(submission)
+        if problem:
+            return RunResult(RunVerdict.INVALID_TEST, detail=problem)
         limits = submission.limits.capped(self.config.max_limits)
+        native = submission.language == "cpp"
         try:
-            judge = partial(outcome, limits=limits)
-            outcomes = await self._collect(submission.program, submission.tests, limits, judge)
+            program = await self._program(submission.language, submission.program)
+            if isinstance(program, RunResult):  # a compile error, or no compiler here
+                return program
+            if submission.checker is None:
+                judge = partial(outcome, limits=limits)
+                outcomes = await self._collect(program, submission.tests, limits, judge, native)
+            else:
+                checker = submission.checker
+                checker_program = await self._program(checker.language, checker.source, checker.files)
+                if isinstance(checker_program, RunResult):
+                    return unusable_checker(checker_program)
+                outcomes = await self._checked(program, submission, limits, checker_program, checker.language == "cpp")
         except SandboxUnavailable as exc:
             return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=str(exc))
         except CannotJudge as exc:
@@ -232,13 +305,59 @@ class PooledExecutor:
             return RunResult(RunVerdict.COMPILE_ERROR, detail=outcomes)
         return RunResult(RunVerdict.OK, tuple(outcomes[i] for i in range(len(submission.tests))))
 
+    async def _program(self, language: str, source: str, files: tuple[tuple[str, str], ...] = ()) -> Built:
+        """What runs: a Python source as it is, a C++ source's binary (base64), or why there is none."""
+        return await self._binary(source, files) if language == "cpp" else source
+
+    async def _binary(self, source: str, files: tuple[tuple[str, str], ...] = ()) -> Built:
+        """A C++ source's binary (base64), compiled in a sandbox once per source, files and flags, or why there is
+        none."""
+        if self.cpp is False:
+            return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=NO_COMPILER)
+        return await self.binaries.get(binary_key(source, CPP_FLAGS, files), partial(self._compile, source, files))
+
+    async def _compile(self, source: str, files: tuple[tuple[str, str], ...]) -> tuple[Built, bool]:
+        limits = self.config.compile_limits
+        spec = {"kind": "compile", "flags": list(CPP_FLAGS), "files": _encoded(dict(files))}
+        facts = await self._collect_part(source, (StdioTest("", ""),), [spec], [0], limits, _facts)
+        assert not isinstance(facts, str)  # a compile job's facts never say compile_error: they say diagnostics
+        return built(facts[0], limits)
+
+    async def _checked(
+        self, program: str, submission: Submission, limits: Limits, checker: str, checker_native: bool
+    ) -> dict[int, TestOutcome] | str:
+        """Run the program; then the checker on each test the program ran to a clean end, as `checker input output
+        answer` in a sandbox (files in its fresh scratch dir)."""
+        tests, native = submission.tests, submission.language == "cpp"
+        ran = await self._collect(program, tests, limits, partial(output_to_check, limits=limits), native)
+        if isinstance(ran, str):
+            return ran
+        outcomes = {i: o for i, o in ran.items() if isinstance(o, TestOutcome)}
+        order = sorted(i for i, o in ran.items() if isinstance(o, bytes))
+        if order:
+            specs = [checker_spec(tests[i], ran.pop(i), checker_native) for i in order]  # type: ignore[arg-type]
+            checked = await self._collect(
+                checker, tuple(tests[i] for i in order), self.config.checker_limits, _checked_outcome, specs=specs
+            )
+            if isinstance(checked, str):  # a Python checker that does not compile
+                raise CannotJudge(f"the checker does not compile: {checked}")
+            outcomes.update((order[j], o) for j, o in checked.items())
+        return outcomes
+
     async def _collect(
-        self, program: str, tests: tuple[Test, ...], limits: Limits, judge: Judge[T]
+        self,
+        program: str,
+        tests: tuple[Test, ...],
+        limits: Limits,
+        judge: Judge[T],
+        native: bool = False,
+        specs: list[dict[str, Any]] | None = None,
     ) -> dict[int, T] | str:
         """What `judge` makes of every test's facts (`outcome`: its verdict), or the compile error. Many tests are
         split over several sandboxes at once (a long CodeContests suite with timeouts should not run serially when
         sandboxes sit idle). A test's facts are judged as they arrive and then dropped."""
-        specs = [test_spec(t) for t in tests]
+        if specs is None:  # native: the program is a binary
+            specs = [dict(test_spec(t), native=True) if native else test_spec(t) for t in tests]
         n = min(self.pool.size, max(1, len(specs) // MIN_TESTS_PER_PART))
         parts = [list(range(len(specs)))[p::n] for p in range(n)]
         try:

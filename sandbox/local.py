@@ -227,17 +227,18 @@ class LocalExecutor(PooledExecutor):
             os.close(runner_fd)
         sandbox = LocalSandbox(slot, proc, scratch, self._uid(slot) if self.plan.bwrap is None else None)
         try:
-            await asyncio.wait_for(_expect_ready(sandbox), self.config.start_timeout_s)
+            self.hello(await asyncio.wait_for(_expect_ready(sandbox), self.config.start_timeout_s))
         except BaseException:
             await sandbox.destroy()
             raise
         return sandbox
 
 
-async def _expect_ready(sandbox: LocalSandbox) -> None:
+async def _expect_ready(sandbox: LocalSandbox) -> dict[str, Any]:
     hello = json.loads(await sandbox.channel.recv())
     if not hello.get("ready"):
         raise RuntimeError(f"the runner did not start: {hello}")
+    return dict(hello)
 
 
 def _jail_args(plan: Plan, scratch_mb: int, extra: list[str]) -> list[str]:

@@ -55,6 +55,7 @@ def sandbox_config(settings: VerifierSettings) -> SandboxConfig:
         pool_name=box.pool_name,
         uid_base=box.uid_base,
         require_isolation=box.require_isolation,
+        compile_cache_mb=box.compile_cache_mb,
     )
 
 

@@ -535,6 +535,36 @@ CodeTest = Annotated[StdioTest | CallTest | AssertTest, Field(discriminator="typ
 _TestsInput = Annotated[list[CodeTest | _AssertString], Field(min_length=1, max_length=1000)]
 
 
+_CHECKER_RESERVED = ("input", "output", "answer", "main", "main.py", "main.cpp", "diagnostics.txt")
+
+
+class CheckerSpec(_Strict):
+    """A program that judges each stdio test's output in place of the comparison, testlib's way: run in the sandbox
+    as `checker input output answer` (the test's stdin, the program's stdout, the test's stdout, as files); exit 0
+    accepted, 1 wrong answer, 2 presentation error (both 0); any other status, or a crash, is the checker's failure:
+    `invalid_test` (null), never the program's."""
+
+    language: Literal["python", "cpp"] = "python"
+    source: str = Field(..., min_length=1, max_length=1 << 20)
+    files: dict[str, str] = Field(
+        {},
+        max_length=8,
+        description="Files beside a C++ checker's source when it compiles (testlib.h, which no package index has).",
+    )
+
+    @field_validator("files")
+    @classmethod
+    def _plain_names(cls, files: dict[str, str]) -> dict[str, str]:
+        for name in files:
+            if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", name) or name in _CHECKER_RESERVED:
+                raise ValueError(
+                    "a file name is a plain name (letters, digits, _ . -), none of " + ", ".join(_CHECKER_RESERVED)
+                )
+        if sum(len(text) for text in files.values()) > 4 << 20:
+            raise ValueError("the files hold at most 4 MiB of text")
+        return files
+
+
 class CodeSpec(ComponentSpec):
     """Tests for the program in the completion's last fenced code block: the share of tests passed. Limits are per
     test, capped by the server."""
@@ -546,9 +576,16 @@ class CodeSpec(ComponentSpec):
     )  # fmt: skip
     null_verdicts = (Verdict.SANDBOX_UNAVAILABLE, Verdict.INVALID_TEST, Verdict.DEADLINE_EXCEEDED)
 
-    language: Literal["python"] = "python"
+    language: Literal["python", "cpp"] = Field(
+        "python",
+        description="python: the last ```python block (else the whole answer); cpp: the last ```cpp or ```c++ block, "
+        "compiled in the sandbox with g++ -O2 -std=gnu++17 -DONLINE_JUDGE -pipe, stdio tests only",
+    )
     tests: list[CodeTest] = Field(
         ..., min_length=1, max_length=1000, description="The tests; a bare string is an assert test (MBPP's test_list)."
+    )
+    checker: CheckerSpec | None = Field(
+        None, description="Judges each stdio test's output in place of the comparison (many right answers)."
     )
     timeout_s: StrictFloat = Field(5.0, gt=0, le=60, description="wall-clock limit per test")
     memory_mb: JsonInt = Field(512, ge=16, le=8192)
@@ -560,6 +597,14 @@ class CodeSpec(ComponentSpec):
 
     def partial_credit(self) -> bool:
         return True  # the share of tests passed
+
+    @model_validator(mode="after")
+    def _cpp_stdio(self) -> CodeSpec:
+        if self.language == "cpp" and any(test.type != "stdio" for test in self.tests):
+            raise ValueError("tests: a cpp program takes stdio tests only")
+        if self.checker is not None and any(test.type != "stdio" for test in self.tests):
+            raise ValueError("tests: a checker judges stdio tests only")
+        return self
 
     @field_validator("tests", mode="before", json_schema_input_type=_TestsInput)
     @classmethod

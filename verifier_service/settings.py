@@ -49,6 +49,7 @@ class SandboxSettings(BaseModel):
     max_processes: int = Field(256, ge=1)
     max_output_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_file_mb: int = Field(256, ge=1)
+    compile_cache_mb: int = Field(256, ge=0, description="C++ binaries kept by the hash of source and flags.")
 
 
 class SqlDatabase(BaseModel):

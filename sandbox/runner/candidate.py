@@ -11,6 +11,7 @@ the test does not give) does not run there.
 from __future__ import annotations
 
 import atexit
+import base64
 import builtins
 import contextlib
 import importlib.machinery
@@ -27,6 +28,7 @@ from typing import Any
 
 from .confine import apply_limits, deny_syscalls, drop_privileges
 from .frames import describe, recv_frame, send_frame
+from .native import compile_cpp, run_binary
 from .procs import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, prctl
 from .values import Malformed, Unserializable, decode, encode
 
@@ -54,6 +56,12 @@ def candidate_main(opts):
     job = recv_frame(sock)
     if job is None:
         return
+    write_files(work, job.get("files"))  # a checker's input, output and answer; testlib.h for a compile
+    if job["mode"] in ("compile", "native"):  # C++: compile a source, or run a binary (native.py)
+        nproc = opts.nproc_base - 1 if opts.nproc_base else None
+        env = dict(CHILD_ENV, HOME=work, TMPDIR=work)
+        (compile_cpp if job["mode"] == "compile" else run_binary)(job, work, sock, nproc, env)
+        return
     path = os.path.join(work, "main.py")
     with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:  # before the file-size limit: ours to write
         f.write(job["program"])
@@ -64,7 +72,7 @@ def candidate_main(opts):
     sys.stdin = open(0, encoding="utf-8", errors="surrogateescape", closefd=False)  # noqa: SIM115
     sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
-    sys.argv = ["main.py"]
+    sys.argv = ["main.py", *(job.get("argv") or ())]
     try:
         code = compile(job["program"], "main.py", "exec", dont_inherit=True)
     except BaseException as exc:
@@ -74,6 +82,13 @@ def candidate_main(opts):
     if job["mode"] == "stdio":
         os._exit(run_main(code, program_module("__main__", path), sock))
     serve_calls(code, program_module("main", path), sock)
+
+
+def write_files(work, files):
+    """Files the host sends with a test (names it checked: plain names, none of the runner's own), base64."""
+    for name, data in (files or {}).items():
+        with open(os.path.join(work, os.path.basename(name)), "wb") as f:
+            f.write(base64.b64decode(data))
 
 
 def program_module(name, path):

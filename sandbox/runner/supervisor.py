@@ -8,6 +8,7 @@ import signal
 import sys
 import time
 
+from .native import compiler
 from .procs import (
     KILL_TIMEOUT_S,
     PR_SET_CHILD_SUBREAPER,
@@ -46,7 +47,8 @@ class Supervisor:
 
     def serve(self):
         self.zygote.fork_ahead(True)  # HumanEval/MBPP-style assert tests are the common case
-        self.emit({"ready": True, "protocol": PROTOCOL, "pidns": self.pidns, "python": sys.version.split()[0]})
+        python = sys.version.split()[0]
+        self.emit({"ready": True, "protocol": PROTOCOL, "pidns": self.pidns, "python": python, "cpp": bool(compiler())})
         for line in sys.stdin.buffer:
             job = json.loads(line)
             try:
@@ -91,10 +93,11 @@ class Supervisor:
         self.last_kind_assert, self.known = with_tester, [p for p in (c_pid, t_pid) if p]
         run = TestRun(self, spec, limits, c_pid, *fds)
         ooms = self.oom_kills()
-        first = {"program": program, "code": spec.get("code"), "limits": limits}
+        first = {"program": program, "limits": limits, **{k: spec.get(k) for k in ("code", "flags", "files", "argv")}}
+        mode = "native" if spec.get("native") else spec["kind"]  # native: the program is a binary (native.py)
         broken = None
         try:
-            run.start(first if with_tester else dict(first, mode=spec["kind"]))
+            run.start(first if with_tester else dict(first, mode=mode))
             run.loop()
         except Broken as exc:
             broken = exc

@@ -12,6 +12,7 @@ from .frames import Frames, pack
 from .procs import read_nonblocking, recv_nonblocking
 from .values import Malformed, too_deep
 
+STDERR_HEAD = 1024  # what S keeps of a binary's stderr: the C++ runtime's last words (std::bad_alloc)
 LINGER_S = 0.2  # after a program vanished mid-call: wait this long for its exit status
 
 
@@ -27,6 +28,7 @@ class TestRun:
         self.drv.setblocking(False)
         self.out_r, self.err_r, self.stdin_w = out_r, err_r, stdin_w
         self.stdout, self.counts = bytearray(), {out_r: 0, err_r: 0}
+        self.native, self.stderr = bool(spec.get("native")), bytearray()  # a binary's stderr: its first bytes
         self.frames, self.pending = Frames(), {}
         self.facts, self.status, self.called, self.compiled = {}, None, False, False
         self.sel = selectors.DefaultSelector()
@@ -59,7 +61,7 @@ class TestRun:
     def on_event(self, fd, events):
         if fd == self.zsock.fileno():
             self.sup.zygote.pump()
-            if self.kind == "stdio" and self.c_pid in self.sup.zygote.exits:
+            if self.kind in ("stdio", "compile") and self.c_pid in self.sup.zygote.exits:
                 self.status = "ok"
         elif fd in self.counts:
             self.read_output(fd)
@@ -78,6 +80,8 @@ class TestRun:
             self.status = "output_limit"
         elif fd == self.out_r:
             self.stdout += data
+        elif self.native and len(self.stderr) < STDERR_HEAD:
+            self.stderr += data[:STDERR_HEAD]
 
     def write_pending(self, fd):
         buf = self.pending[fd]
@@ -121,6 +125,12 @@ class TestRun:
             self.status = "ok"
 
     def on_frame(self, frame):
+        if self.kind == "compile":  # C's one frame (native.py), which may be read after its exit notice
+            keep = ("binary_b64", "diagnostics", "no_compiler")
+            if not any(key in self.facts for key in keep):
+                self.facts.update({key: frame[key] for key in keep if key in frame})
+            self.status = self.status or "ok"
+            return
         if self.status is not None and self.kind != "stdio":  # the test's answer came: frames after it are not read
             return
         if self.kind != "assert" and not self.compiled:  # C's first frame comes before the program runs
@@ -170,7 +180,7 @@ class TestRun:
             if self.counts[fd] > self.cap and self.status == "ok":
                 self.status = "output_limit"
             os.close(fd)
-        while drain and self.kind == "stdio" and (data := recv_nonblocking(self.drv)):
+        while drain and self.kind in ("stdio", "compile") and (data := recv_nonblocking(self.drv)):
             self.feed(data)  # C's report of how it ended may trail its exit notice
         for fd in (self.stdin_w,):
             if fd >= 0:
@@ -180,6 +190,8 @@ class TestRun:
         if self.kind == "stdio":  # base64: JSON would escape each control byte into six
             self.facts["stdout_b64"] = base64.b64encode(self.stdout).decode("ascii")
             self.stdout = bytearray()
+        if self.native:
+            self.facts["stderr_head"] = self.stderr[:STDERR_HEAD].decode("utf-8", "replace")
         notice = self.sup.zygote.exits.get(self.c_pid)
         if notice is not None:
             self.facts.update(code=notice["code"], cpu_s=round(notice["cpu_s"], 4))

@@ -22,7 +22,8 @@ HARDENED = [
     "--tmpfs=/tmp:rw,nosuid,nodev,size=16m",
 ]
 ENTRYPOINT = ["/usr/local/bin/python3", "-I", "-B", "/opt/sandbox/runner.pyz"]
-COMPILERS = "gcc cc c++ g++ clang tcc"
+COMPILERS = "gcc cc c++ g++ clang tcc"  # none in the offline base
+OTHER_COMPILERS = "clang clang++ tcc"  # the sandbox image has g++ (C++ programs), and no other
 # Checks the sandbox's confinement from inside: prints what it could and could not do.
 CONFINEMENT_PROBE = """
 import errno, json, os, socket
@@ -133,10 +134,11 @@ def test_sandbox_runs_python_as_uid_10001_confined(sandbox_image: str) -> None:
     }
 
 
-def test_sandbox_has_no_compiler_and_no_setid_files(sandbox_image: str) -> None:
+def test_sandbox_has_gxx_no_other_compiler_and_no_setid_files(sandbox_image: str) -> None:
     # As root, without the hardening, so that find sees every directory: this checks the image, not the run.
-    script = f"for t in {COMPILERS}; do command -v $t; done; find / -xdev -type f -perm /6000"
+    script = f"for t in {OTHER_COMPILERS}; do command -v $t; done; find / -xdev -type f -perm /6000"
     assert run_in(sandbox_image, "-c", script, options=("--user=0", "--entrypoint=sh")) == ""
+    assert run_in(sandbox_image, "-c", "command -v g++", options=("--entrypoint=sh",)).strip() == "/usr/bin/g++"
 
 
 def test_sandbox_image_config(sandbox_image: str) -> None:
@@ -172,9 +174,10 @@ def test_sandbox_carries_the_runner_package_as_a_zipapp(sandbox_image: str) -> N
     assert "runner.__main__.main()" in main  # what zipapp writes for --main runner.__main__:main
 
 
-def test_sandbox_adds_little_to_its_base(sandbox_image: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sandbox_adds_little_but_gxx_to_its_base(sandbox_image: str, capsys: pytest.CaptureFixture[str]) -> None:
     base = (image_labels(sandbox_image) or {})["org.opencontainers.image.base.name"]
     base_mb, sandbox_mb = image_size_mb(base), image_size_mb(sandbox_image)
     with capsys.disabled():
         print(f"\nimage sizes: {base} {base_mb:.1f} MB, {sandbox_image} {sandbox_mb:.1f} MB")
-    assert sandbox_mb - base_mb < 10, "the sandbox layers should hold a user, a script and chmods, nothing big"
+    # g++ with its libstdc++ headers and binutils: about 200 MB on Debian bookworm
+    assert sandbox_mb - base_mb < 300, "the sandbox layers should hold g++, a user, a script and chmods, nothing big"

@@ -46,6 +46,28 @@ ECHOES = {
         "items.0.code.tests.0",
         "unknown 'type'; allowed: 'stdio', 'call', 'assert'",
     ),
+    "an unknown code language": (
+        [item(code={"language": SECRET, "tests": [{"type": "stdio", "stdout": ""}]})],
+        "items.0.code.language",
+        "'python' or 'cpp'",
+    ),
+    "a cpp program with a call test": (
+        [item(code={"language": "cpp", "tests": [{"type": "call", "fn": "f"}]})],
+        "items.0.code",
+        "a cpp program takes stdio tests only",
+    ),
+    "a checker file with a path": (
+        [
+            item(
+                code={
+                    "checker": {"source": "x", "files": {"../" + SECRET: ""}},
+                    "tests": [{"type": "stdio", "stdout": ""}],
+                }
+            )
+        ],
+        "items.0.code.checker.files",
+        "a file name is a plain name",
+    ),
     "an unknown weight key": (
         [item(weights={"maht": 1.0})],
         "items.0.weights",

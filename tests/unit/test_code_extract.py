@@ -54,3 +54,21 @@ def test_an_answer_taken_whole_that_does_not_compile_is_no_code_and_a_fenced_blo
     assert (fenced.verdict, fenced.score, fenced.detail) == ("compile_error", 0.0, error.detail)
     ran = code_component(RunResult(RunVerdict.OK, (TestOutcome(TestVerdict.PASSED),)), 1, fenced=False)
     assert (ran.verdict, ran.score) == ("passed", 1.0)  # a bare program that compiles runs as any other
+
+
+def test_a_cpp_program_is_the_last_cpp_block_after_the_reasoning() -> None:
+    answer = (
+        "<think>```cpp\nint draft;\n```</think>\n```python\nprint(1)\n```\n```c++\nint first;\n```\n"
+        "```cpp\nint main() {}\n```\nDone."
+    )
+    assert extract_program(answer, language="cpp") == Program("int main() {}\n", fenced=True)
+    assert extract_program("```C++\nint x;\n```", language="cpp") == Program("int x;\n", fenced=True)
+    assert extract_program("```python\nprint(1)\n```", language="python") == Program("print(1)\n", fenced=True)
+
+
+def test_a_cpp_answer_without_a_cpp_block_has_no_code() -> None:
+    """No whole-answer fallback: prose or a Python block is no C++ program (Python keeps its fallback)."""
+    assert extract_program("int main() { return 0; }", language="cpp") is None
+    assert extract_program("```python\nprint(1)\n```", language="cpp") is None
+    assert extract_program("<think>```cpp\nint main() {}\n```</think>Sure.", language="cpp") is None
+    assert extract_program("int main() { return 0; }") == Program("int main() { return 0; }", fenced=False)

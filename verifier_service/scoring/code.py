@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sandbox import AssertTest, CallTest, Limits, RunResult, RunVerdict, StdioTest, Submission, Test
+from sandbox import AssertTest, CallTest, Checker, Limits, RunResult, RunVerdict, StdioTest, Submission, Test
 from verifier_service.schema import AssertTest as AssertTestSpec  # the request's test models, named apart
 from verifier_service.schema import CallTest as CallTestSpec  # from the sandbox's classes of the same names
 from verifier_service.schema import CodeSpec, ComponentResult, ScoreItem, TestVerdict, Verdict
@@ -22,6 +22,7 @@ from verifier_service.scoring.pooled import Resources, deadline_exceeded, finish
 # A line that opens a fenced block: ``` or ~~~ (or longer), an optional language word, anything after it.
 _OPENING = re.compile(r"[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+-]*)")
 _PYTHON_LANGS = {"", "python", "py", "python3", "py3"}
+_CPP_LANGS = {"cpp", "c++"}
 
 _RUN_VERDICTS = {
     RunVerdict.COMPILE_ERROR: Verdict.COMPILE_ERROR,
@@ -39,8 +40,9 @@ class Program:
     fenced: bool
 
 
-def extract_program(completion: str, think_tag: str = "think") -> Program | None:
-    """The last fenced Python block after the reasoning, else the whole answer; None when there is none.
+def extract_program(completion: str, think_tag: str = "think", language: str = "python") -> Program | None:
+    """The last fenced Python block after the reasoning, else the whole answer; None when there is none. C++: the
+    last ```cpp or ```c++ block, and no whole answer (prose is no program, and a compiler cannot tell it apart).
 
     The whole answer is a program only if it compiles: the sandbox compiles it, and `code_component` turns its
     compile error into `no_code` (an explanation in prose is no program; a bare program with no fence still runs).
@@ -51,7 +53,10 @@ def extract_program(completion: str, think_tag: str = "think") -> Program | None
     region = final_answer_region(completion, think_tag)
     if region is None:
         return None
-    blocks = [code for lang, code in fenced_blocks(region) if lang.lower() in _PYTHON_LANGS]
+    langs = _CPP_LANGS if language == "cpp" else _PYTHON_LANGS
+    blocks = [code for lang, code in fenced_blocks(region) if lang.lower() in langs]
+    if not blocks and language == "cpp":
+        return None
     program = Program(blocks[-1], True) if blocks else Program(region, False)
     return program if program.text.strip() else None
 
@@ -108,7 +113,11 @@ def submission(program: str, spec: CodeSpec) -> Submission:
         max_file_mb=spec.max_file_mb or defaults.max_file_mb,
         max_output_bytes=spec.max_output_bytes or defaults.max_output_bytes,
     )
-    return Submission(program=program, tests=tuple(_test(t) for t in spec.tests), limits=limits)
+    tests = tuple(_test(t) for t in spec.tests)
+    checker = None
+    if spec.checker is not None:
+        checker = Checker(spec.checker.source, spec.checker.language, tuple(sorted(spec.checker.files.items())))
+    return Submission(program=program, tests=tests, limits=limits, language=spec.language, checker=checker)
 
 
 def code_component(result: RunResult, total: int, fenced: bool = True) -> ComponentResult:
@@ -158,9 +167,10 @@ class CodeComponent:
         return len(item.completion)
 
     def prepare(self, item: ScoreItem, spec: CodeSpec) -> ComponentResult | CodeJob:
-        program = extract_program(item.completion, spec.think_tag)
+        program = extract_program(item.completion, spec.think_tag, spec.language)
         if program is None:
-            return no_code(len(spec.tests), "no program after the reasoning")
+            where = "no ```cpp block" if spec.language == "cpp" else "no program"
+            return no_code(len(spec.tests), f"{where} after the reasoning")
         key = f"{program.fenced:d}{program.text}\0{spec.model_dump_json()}"
         return CodeJob(key, submission(program.text, spec), len(spec.tests), program.fenced)
 

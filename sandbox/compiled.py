@@ -1,0 +1,114 @@
+"""C++ on the host's side: what a compile job's facts mean, and the cache of binaries.
+
+A C++ program is compiled once per distinct source and flags, in a sandbox (runner/native.py: g++ under its own
+limits; never in this process), and the binary comes back here. The cache holds it by the hash of flags and source,
+across requests, up to a size; every test gets its own copy written into its own scratch dir, so no submission can
+write a binary that another run executes. Compile errors are cached too; a compiler that ran out of wall time is not
+(that may be the host's load, not the source).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sandbox.api import Limits, RunResult, RunVerdict
+
+DIAGNOSTIC_LINES = 12  # the compiler's first lines shown in a compile error's detail
+DIAGNOSTIC_CHARS = 1500
+NO_COMPILER = "this sandbox has no C++ compiler (g++): rebuild the sandbox image, or install g++ for the local backend"
+
+Built = str | RunResult  # the binary (base64), or why there is none
+Build = Callable[[], Awaitable[tuple[Built, bool]]]  # -> (what it built, may it be cached)
+
+
+def binary_key(source: str, flags: tuple[str, ...], files: tuple[tuple[str, str], ...] = ()) -> str:
+    """The hash of what a compile reads: flags, the source, and the files beside it (a checker's testlib.h)."""
+    digest = hashlib.sha256()
+    for part in (*flags, source, *(p for file in sorted(files) for p in file)):
+        data = part.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "big") + data)
+    return digest.hexdigest()
+
+
+def built(facts: dict[str, Any], limits: Limits) -> tuple[Built, bool]:
+    """What a compile job's facts say: the binary, a compile error, or that the sandbox cannot compile; and whether
+    the answer is the source's own (cacheable)."""
+    if facts.get("no_compiler"):
+        return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=NO_COMPILER), False
+    status = facts.get("status")
+    if status == "timeout":
+        detail = f"the compiler ran past its {limits.wall_s:g} s wall-clock limit"
+        return RunResult(RunVerdict.COMPILE_ERROR, detail=detail), False
+    if status not in ("ok", "output_limit"):
+        detail = f"the compile sandbox broke: {facts.get('detail')}"
+        return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=detail), False
+    binary = facts.get("binary_b64")
+    if isinstance(binary, str):
+        return binary, True
+    diagnostics = facts.get("diagnostics")
+    if not isinstance(diagnostics, str):  # C died without a word: the compiler ran past its memory or CPU limit
+        detail = f"the compiler was killed (limits: {limits.cpu_s:g} s of CPU, {limits.memory_mb} MB)"
+        return RunResult(RunVerdict.COMPILE_ERROR, detail=detail), False
+    return RunResult(RunVerdict.COMPILE_ERROR, detail=first_lines(diagnostics) or "the compiler failed"), True
+
+
+def first_lines(text: str) -> str:
+    """The compiler's first lines, cut short."""
+    head = "\n".join(text.splitlines()[:DIAGNOSTIC_LINES])
+    return head if len(head) <= DIAGNOSTIC_CHARS else head[: DIAGNOSTIC_CHARS - 3] + "..."
+
+
+class BinaryCache:
+    """Built programs by key, least recently used first out past `max_bytes`; one build per key at a time (a GRPO
+    group's identical completions wait for the same compile)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes, self.size = max_bytes, 0
+        self.hits = self.misses = 0
+        self._items: OrderedDict[str, Built] = OrderedDict()
+        self._pending: dict[str, asyncio.Future[tuple[Built, bool]]] = {}
+
+    async def get(self, key: str, build: Build) -> Built:
+        if key in self._items:
+            self.hits += 1
+            self._items.move_to_end(key)
+            return self._items[key]
+        task = self._pending.get(key)
+        if task is None:
+            self.misses += 1
+            task = asyncio.ensure_future(build())
+            self._pending[key] = task
+            task.add_done_callback(lambda done: self._done(key, done))
+        else:
+            self.hits += 1
+        # shielded: a caller that gives up (its deadline) does not cancel the build the others wait for
+        return (await asyncio.shield(task))[0]
+
+    def _done(self, key: str, task: asyncio.Future[tuple[Built, bool]]) -> None:
+        self._pending.pop(key, None)
+        if task.cancelled() or task.exception() is not None:
+            return
+        value, keep = task.result()
+        if keep:
+            self._put(key, value)
+
+    def _put(self, key: str, value: Built) -> None:
+        size = _size(value)
+        if size > self.max_bytes:
+            return
+        self._items[key] = value
+        self.size += size
+        while self.size > self.max_bytes:
+            _, old = self._items.popitem(last=False)
+            self.size -= _size(old)
+
+    def status(self) -> dict[str, int]:
+        return {"entries": len(self._items), "bytes": self.size, "hits": self.hits, "misses": self.misses}
+
+
+def _size(value: Built) -> int:
+    return len(value) if isinstance(value, str) else len(value.detail or "") + 64

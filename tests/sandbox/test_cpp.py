@@ -1,0 +1,316 @@
+"""C++ programs on both backends: compiled once in the sandbox (g++, its own limits), then run per stdio test under
+the test's limits; right, wrong, slow and crashing programs get their verdicts, and hostile ones (loops, fork bombs,
+memory blow-ups, floods, compile bombs, a device file as a header) end in bounded time with the next run unaffected.
+(`timeout` marks bound the latency; no timing asserts.)"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sandbox import Checker, Limits, RunVerdict, StdioTest, Submission, TestVerdict
+from sandbox.compiled import BinaryCache, binary_key, built
+from tests.sandbox.live import LiveExecutor
+
+pytestmark = pytest.mark.timeout(120, func_only=True)
+
+SUM = (
+    '#include <cstdio>\nint main() { long long a, b; if (scanf("%lld %lld", &a, &b) != 2) return 3;'
+    ' printf("%lld\\n", a + b); }\n'
+)
+TESTS = (StdioTest("2 3\n", "5\n"), StdioTest("-7 7", "0"), StdioTest("1000000000000 1", "1000000000001"))
+ONE = (StdioTest("2 3\n", "5\n"),)
+
+
+def run(executor: LiveExecutor, source: str, tests: tuple[StdioTest, ...] = ONE, **limits: object):
+    return executor.call(executor.executor.run(Submission(source, tests, Limits(**limits), language="cpp")))  # type: ignore[arg-type]
+
+
+def verdicts(result: object) -> list[TestVerdict]:
+    return [t.verdict for t in getattr(result, "tests", ())]
+
+
+def test_a_right_program_passes_every_test(executor: LiveExecutor) -> None:
+    result = run(executor, SUM, TESTS)
+    assert (result.verdict, result.score, verdicts(result)) == (RunVerdict.OK, 1.0, [TestVerdict.PASSED] * 3), result
+
+
+def test_bits_stdcpp_and_the_online_judge_flags(executor: LiveExecutor) -> None:
+    source = (
+        "#include <bits/stdc++.h>\nusing namespace std;\nint main() {\n#ifdef ONLINE_JUDGE\n  vector<int> v{3, 1, 2};\n"
+        "  sort(v.begin(), v.end());\n  for (auto [i, x] : vector<pair<int,int>>{{0, v[0]}}) cout << x + i << endl;\n"
+        "#endif\n}\n"
+    )  # structured bindings: C++17 at least
+    assert verdicts(run(executor, source, (StdioTest("", "1"),))) == [TestVerdict.PASSED]
+
+
+def test_a_wrong_program_gets_wrong_answer_on_the_tests_it_fails(executor: LiveExecutor) -> None:
+    wrong = SUM.replace("a + b", "a + b + (a > 100)")
+    result = run(executor, wrong, TESTS)
+    assert verdicts(result) == [TestVerdict.PASSED, TestVerdict.PASSED, TestVerdict.WRONG_ANSWER], result
+    assert result.score == pytest.approx(2 / 3)
+
+
+def test_a_compile_error_scores_0_with_the_compilers_first_lines(executor: LiveExecutor) -> None:
+    result = run(executor, "int main() { return undeclared_name; }\n", TESTS)
+    assert (result.verdict, result.score, result.tests) == (RunVerdict.COMPILE_ERROR, 0.0, ()), result
+    assert "undeclared_name" in (result.detail or "") and "error" in (result.detail or "")
+    assert len((result.detail or "").splitlines()) <= 12
+
+
+def test_a_crash_is_a_runtime_error_naming_the_signal(executor: LiveExecutor) -> None:
+    result = run(executor, '#include <cstdio>\nint main() { volatile int *p = nullptr; *p = 1; puts("5"); }\n')
+    assert verdicts(result) == [TestVerdict.RUNTIME_ERROR] and "SIGSEGV" in (result.tests[0].detail or ""), result
+    result = run(executor, '#include <cstdio>\nint main() { puts("5"); return 1; }\n')
+    assert verdicts(result) == [TestVerdict.RUNTIME_ERROR] and "exit status 1" in (result.tests[0].detail or "")
+
+
+def test_an_endless_loop_times_out_and_cpu_time_is_limited(executor: LiveExecutor) -> None:
+    loop = "int main() { volatile unsigned long x = 0; for (;;) x++; }\n"
+    result = run(executor, loop, wall_s=1, cpu_s=30)
+    assert verdicts(result) == [TestVerdict.TIMEOUT] and "wall-clock" in (result.tests[0].detail or ""), result
+    result = run(executor, loop, wall_s=30, cpu_s=1)
+    assert verdicts(result) == [TestVerdict.TIMEOUT] and "CPU" in (result.tests[0].detail or ""), result
+    assert run(executor, SUM).score == 1.0
+
+
+def test_a_memory_blow_up_gets_memory_limit(executor: LiveExecutor) -> None:
+    hog = "#include <vector>\nint main() { std::vector<long> v; for (;;) v.push_back(1); }\n"
+    result = run(executor, hog, memory_mb=128)
+    assert verdicts(result) == [TestVerdict.MEMORY_LIMIT], result
+    assert run(executor, SUM).score == 1.0
+
+
+def test_the_stack_is_as_large_as_the_memory_limit(executor: LiveExecutor) -> None:
+    # about 200 MB of stack: far past the usual 8 MB, inside a 512 MB memory limit (Codeforces gives the same)
+    deep = (
+        "#include <cstdio>\nlong f(long n) { volatile char pad[200]; pad[0] = (char)n; return n ? f(n - 1) + pad[0] % 2"
+        ' + 0 * pad[0] : 0; }\nint main() { printf("%ld\\n", f(1000000) >= 0 ? 5L : 0L); }\n'
+    )
+    assert verdicts(run(executor, deep, memory_mb=512)) == [TestVerdict.PASSED]
+    endless = "int f(int n) { volatile int pad[64]; pad[0] = n; return f(n + 1) + pad[0]; }\nint main() { f(0); }\n"
+    result = run(executor, endless, memory_mb=128)
+    assert verdicts(result) == [TestVerdict.RUNTIME_ERROR] and "SIGSEGV" in (result.tests[0].detail or ""), result
+
+
+def test_an_output_flood_gets_output_limit(executor: LiveExecutor) -> None:
+    flood = '#include <cstdio>\nint main() { for (;;) puts("flood flood flood flood flood"); }\n'
+    assert verdicts(run(executor, flood)) == [TestVerdict.OUTPUT_LIMIT]
+
+
+def test_a_fork_bomb_ends_and_the_next_run_is_unaffected(solo: LiveExecutor) -> None:
+    bomb = "#include <unistd.h>\nint main() { for (;;) fork(); }\n"
+    result = run(solo, bomb, wall_s=2)
+    assert result.score == 0.0 and verdicts(result)[0] != TestVerdict.PASSED, result
+    assert run(solo, SUM, TESTS).score == 1.0
+
+
+def test_no_network(executor: LiveExecutor) -> None:
+    probe = (
+        "#include <sys/socket.h>\n#include <netinet/in.h>\n#include <arpa/inet.h>\n#include <cstdio>\n"
+        "int main() { int s = socket(AF_INET, SOCK_STREAM, 0); sockaddr_in a{}; a.sin_family = AF_INET;"
+        ' a.sin_port = htons(53); inet_pton(AF_INET, "8.8.8.8", &a.sin_addr);'
+        ' puts(connect(s, (sockaddr *)&a, sizeof a) == 0 ? "connected" : "refused"); }\n'
+    )
+    assert verdicts(run(executor, probe, (StdioTest("", "refused"),))) == [TestVerdict.PASSED]
+
+
+def test_each_test_gets_a_fresh_directory_and_its_own_copy_of_the_binary(solo: LiveExecutor) -> None:
+    """The first test replaces its binary and leaves a file; the second runs the real binary in a clean dir."""
+    tamper = (
+        "#include <cstdio>\n#include <unistd.h>\nint main() {\n"
+        '  if (access("marker", F_OK) == 0) { puts("tampered"); return 0; }\n'
+        '  FILE *m = fopen("marker", "w"); fputs("x", m); fclose(m);\n'
+        '  unlink("main"); FILE *b = fopen("main", "w"); fputs("#!/bin/sh\\necho tampered\\n", b); fclose(b);\n'
+        '  chmod("main", 0755); puts("5"); }\n'
+    ).replace("#include <unistd.h>", "#include <unistd.h>\n#include <sys/stat.h>")
+    result = run(solo, tamper, ONE * 3)
+    assert verdicts(result) == [TestVerdict.PASSED] * 3, result
+
+
+COMPILE_BOMBS = {
+    "dev-zero": '#include "/dev/zero"\nint main() {}\n',
+    "dev-random": '#include "/dev/random"\nint main() {}\n',
+    "deep-templates": (
+        "template <int N> struct F { enum { v = F<N - 1>::v + F<N - 2>::v }; };\n"
+        "template <> struct F<0> { enum { v = 0 }; };\ntemplate <> struct F<1> { enum { v = 1 }; };\n"
+        "int main() { return F<100000>::v; }\n"
+    ),
+    "huge-constant-array": "int a[1 << 28] = {1, 2, 3};\nint main() { return a[5]; }\n",
+}
+
+
+@pytest.mark.parametrize("bomb", COMPILE_BOMBS)
+def test_a_compile_bomb_is_a_compile_error_and_the_next_program_runs(solo: LiveExecutor, bomb: str) -> None:
+    result = run(solo, COMPILE_BOMBS[bomb])
+    assert (result.verdict, result.score) == (RunVerdict.COMPILE_ERROR, 0.0), result
+    assert result.detail
+    assert run(solo, SUM, TESTS).score == 1.0
+
+
+def test_a_source_is_compiled_once_for_many_runs(local_executor: LiveExecutor) -> None:
+    source = SUM.replace("int main", "int unused_1;\nint main")  # a source no other test compiled
+    before = local_executor.status()["binaries"]
+    results = local_executor.run_all([Submission(source, TESTS, language="cpp")] * 6)
+    assert [r.score for r in results] == [1.0] * 6
+    after = local_executor.status()["binaries"]
+    assert after["misses"] - before["misses"] == 1 and after["hits"] - before["hits"] == 5
+    assert local_executor.status()["cpp"] is True
+
+
+def test_a_cpp_program_takes_stdio_tests_only_and_an_unknown_language_is_refused(local_executor: LiveExecutor) -> None:
+    from sandbox import CallTest
+
+    result = local_executor.call(local_executor.executor.run(Submission(SUM, (CallTest("f"),), language="cpp")))
+    assert (result.verdict, result.score) == (RunVerdict.INVALID_TEST, None)
+    result = local_executor.call(local_executor.executor.run(Submission(SUM, ONE, language="rust")))
+    assert (result.verdict, result.score) == (RunVerdict.INVALID_TEST, None)
+
+
+def test_a_sandbox_without_a_compiler_cannot_judge_never_0() -> None:
+    result, keep = built({"no_compiler": True, "status": "ok"}, Limits())
+    assert (getattr(result, "verdict", None), getattr(result, "score", 0), keep) == (
+        RunVerdict.SANDBOX_UNAVAILABLE, None, False
+    )  # fmt: skip
+    assert built({"status": "ok", "binary_b64": "AAAA"}, Limits()) == ("AAAA", True)
+    timed_out, keep = built({"status": "timeout"}, Limits(wall_s=30))
+    assert getattr(timed_out, "verdict", None) == RunVerdict.COMPILE_ERROR and not keep  # the load's, maybe
+
+
+def test_the_binary_cache_is_bounded_and_builds_each_key_once() -> None:
+    calls: list[str] = []
+
+    async def main() -> list[object]:
+        cache = BinaryCache(max_bytes=100)
+
+        def build(value: str):
+            async def go() -> tuple[str, bool]:
+                calls.append(value)
+                await asyncio.sleep(0.01)
+                return value, True
+
+            return go
+
+        same = await asyncio.gather(*(cache.get("k", build("x" * 60)) for _ in range(5)))
+        await cache.get("k2", build("y" * 60))  # 120 bytes: "k" goes
+        again = await cache.get("k", build("z" * 10))
+        return [same, again, cache.status()]
+
+    same, again, status = asyncio.run(main())
+    assert same == ["x" * 60] * 5 and again == "z" * 10
+    assert calls == ["x" * 60, "y" * 60, "z" * 10] and status["bytes"] <= 100  # type: ignore[index]
+    assert binary_key("a", ("-O2",)) != binary_key("a", ("-O0",)) != binary_key("b", ("-O0",))
+
+
+# ---------------------------------------------------------------- checkers (testlib's convention)
+
+# "Print two non-negative integers that sum to n": many right answers, so only a checker can judge.
+PY_CHECKER = """
+import sys
+n = int(open(sys.argv[1]).read())
+tokens = open(sys.argv[2]).read().split()
+answer = open(sys.argv[3]).read()  # the reference's pair: any pair will do
+if len(tokens) != 2:
+    sys.exit(2)  # presentation error
+a, b = map(int, tokens)
+sys.exit(0 if a >= 0 and b >= 0 and a + b == n else 1)
+"""
+CPP_CHECKER = """
+#include "pairs.h"
+#include <fstream>
+int main(int argc, char **argv) {
+  if (argc != 4) return 3;
+  std::ifstream in(argv[1]), out(argv[2]), ans(argv[3]);
+  long long n, a, b;
+  in >> n;
+  if (!(out >> a >> b)) return 2;
+  return valid_pair(n, a, b) ? 0 : 1;
+}
+"""
+PAIRS_H = "inline bool valid_pair(long long n, long long a, long long b) { return a >= 0 && b >= 0 && a + b == n; }\n"
+PAIR_TESTS = (StdioTest("10\n", "5 5\n"), StdioTest("7\n", "3 4\n"), StdioTest("0\n", "0 0\n"))
+PAIRS = {  # program -> per-test verdicts, under either checker
+    '#include <cstdio>\nint main() { long long n; scanf("%lld", &n); printf("%lld 0\\n", n); }\n': ["passed"] * 3,
+    '#include <cstdio>\nint main() { long long n; scanf("%lld", &n); printf("%lld 1\\n", n); }\n': ["wrong_answer"] * 3,
+    '#include <cstdio>\nint main() { long long n; scanf("%lld", &n); printf("%lld\\n", n); }\n': ["wrong_answer"] * 3,
+    "#include <cstdlib>\nint main() { abort(); }\n": ["runtime_error"] * 3,
+}
+CHECKERS = {
+    "python": Checker(PY_CHECKER),
+    "cpp": Checker(CPP_CHECKER, "cpp", (("pairs.h", PAIRS_H),)),
+}
+
+
+def checked(executor: LiveExecutor, program: str, checker: Checker, language: str = "cpp", **limits: object):
+    submission = Submission(program, PAIR_TESTS, Limits(**limits), language=language, checker=checker)  # type: ignore[arg-type]
+    return executor.call(executor.executor.run(submission))
+
+
+@pytest.mark.parametrize("checker", CHECKERS)
+def test_a_checker_judges_outputs_with_many_right_answers(executor: LiveExecutor, checker: str) -> None:
+    for program, expected in PAIRS.items():
+        result = checked(executor, program, CHECKERS[checker])
+        assert [v.value for v in verdicts(result)] == expected, (program, result)
+    wrong = checked(executor, list(PAIRS)[1], CHECKERS[checker])
+    assert wrong.tests[0].detail == "the checker rejected the output"
+    short = checked(executor, list(PAIRS)[2], CHECKERS[checker])
+    assert short.tests[0].detail == "presentation error (the checker's verdict)"
+    python = checked(executor, "n = int(input())\nprint(0, n)\n", CHECKERS[checker], language="python")
+    assert python.score == 1.0, python
+
+
+CHECKER_FAILURES = {
+    "exits 3": "import sys\nsys.exit(3)\n",
+    "raises": "raise ValueError('bad checker')\n",
+    "crashes": Checker("int main() { volatile int *p = nullptr; return *p; }\n", "cpp"),
+    "does not compile": Checker("int main() { return undefined; }\n", "cpp"),
+    "loops": "while True:\n    pass\n",
+}
+
+
+@pytest.mark.parametrize("failure", CHECKER_FAILURES)
+def test_a_checker_that_fails_cannot_judge_never_0(executor: LiveExecutor, failure: str) -> None:
+    checker = CHECKER_FAILURES[failure]
+    checker = checker if isinstance(checker, Checker) else Checker(checker)
+    right = next(iter(PAIRS))
+    result = checked(executor, right, checker)
+    assert (result.verdict, result.score) == (RunVerdict.INVALID_TEST, None), result
+    assert "checker" in (result.detail or "")
+    assert checked(executor, right, CHECKERS["python"]).score == 1.0
+
+
+def test_a_program_cannot_write_into_the_checkers_files(solo: LiveExecutor) -> None:
+    """It writes what would pass as files named like the checker's, where it can; the checker still judges its own."""
+    forger = (
+        "import os\nfor d in ('.', '/tmp', os.path.dirname(os.getcwd())):\n"
+        "    for name in ('input', 'output', 'answer'):\n"
+        "        try:\n            open(os.path.join(d, name), 'w').write('1 0\\n' if name != 'input' else '1\\n')\n"
+        "        except OSError:\n            pass\nprint('999 999')\n"
+    )
+    result = checked(solo, forger, CHECKERS["python"], language="python")
+    assert verdicts(result) == [TestVerdict.WRONG_ANSWER] * 3, result
+
+
+def test_an_executor_whose_sandboxes_have_no_compiler_cannot_judge_cpp(request: pytest.FixtureRequest) -> None:
+    """As a runner without g++ says in its hello (runner/native.py); Python still runs there."""
+    from tests.sandbox.conftest import start_executor
+
+    live = start_executor("local", request, pool_size=1)
+    try:
+        live.executor.cpp = False  # type: ignore[attr-defined]
+        result = run(live, SUM)
+        assert (result.verdict, result.score) == (RunVerdict.SANDBOX_UNAVAILABLE, None), result
+        assert "no C++ compiler" in (result.detail or "")
+        assert live.run("print(5)", StdioTest("", "5")).score == 1.0
+    finally:
+        live.close()
+
+
+def test_every_compile_of_many_comes_back(local_executor: LiveExecutor) -> None:
+    """The compiler's frame may be read after its exit notice: it must never be lost (a binary lost is a spurious
+    compile error)."""
+    sources = [f'#include <cstdio>\nint main() {{ puts("{i}"); }}\n' for i in range(12)]
+    submissions = [Submission(s, (StdioTest("", str(i)),), language="cpp") for i, s in enumerate(sources)]
+    results = local_executor.run_all(submissions)
+    assert [(r.verdict, r.score) for r in results] == [(RunVerdict.OK, 1.0)] * 12, results
