@@ -187,6 +187,9 @@ def rescue(verifier_url: str, oracle_url: str, items: list[dict[str, Any]], trut
     lowered = [r for r, _ in rule_correct if r["components"]["judge"]["score"] != 1.0 or r["reward"] != 2.0]
     false_rescues = sum(1 for r, truth in misses if r["components"]["judge"]["score"] == 1 and not truth)
     judge = Counter(r["components"]["judge"]["verdict"] for r, _ in misses)
+    failures = Counter(
+        f"{j['verdict']}: {j['detail']}" for r, _ in misses if (j := r["components"]["judge"])["score"] is None
+    )
     return {
         "items": len(items),
         "truly_right": sum(truths),
@@ -199,6 +202,7 @@ def rescue(verifier_url: str, oracle_url: str, items: list[dict[str, Any]], trut
         "rule_correct_lowered": len(lowered),
         "false_rescues": false_rescues,
         "unscripted": judge["judge_unparseable"],
+        "judge_null": dict(failures),  # the judge could not say (null): why, e.g. a connection the oracle dropped
     }
 
 
@@ -257,7 +261,7 @@ def print_rescue(name: str, row: dict[str, Any]) -> None:
         f"of {row['rule_misses']} misses ({row['rule_misses_truly_right']} truly right) the judge raised "
         f"{row['rescued']['wrong']} wrong + {row['rescued']['no_answer']} no_answer to correct; "
         f"rule-correct lowered {row['rule_correct_lowered']}, false rescues {row['false_rescues']}, "
-        f"unscripted {row['unscripted']}",
+        f"unscripted {row['unscripted']}, judge null {sum(row['judge_null'].values())}",
         flush=True,
     )
 

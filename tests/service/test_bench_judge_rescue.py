@@ -33,6 +33,7 @@ def test_the_judge_bench_rescues_rule_misses_and_reports_latency_and_cache(tmp_p
     assert conformance["items"] == 384 and gsm8k["items"] == 32
     for row in (conformance, gsm8k):
         assert row["rule_correct_lowered"] == 0 and row["false_rescues"] == 0 and row["unscripted"] == 0, row
+        assert row["judge_null"] == {}, row  # every question the verifier asked was answered
         assert sum(row["rescued"].values()) == row["rule_misses_truly_right"], row  # the oracle's: every one
         assert sum(row["judge_verdicts_on_misses"].values()) == row["rule_misses"], row
     assert conformance["rescued"]["wrong"] > 0  # the conformance rows hold right answers the rule misses
