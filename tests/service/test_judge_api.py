@@ -1,7 +1,8 @@
 """The `judge` component through a real verifier server and a real OpenAI-compatible server process on loopback:
 tests/judge_standin.py, which speaks the chat-completions protocol and answers what each test scripts, chosen by the
-prompt's content (a same-protocol stand-in: no judge model can run here). Each test uses answers of its own, so the
-verifier's verdict cache never carries one test's verdicts into another."""
+prompt's content (a same-protocol stand-in, so that every reply the protocol allows can be chosen; a real model
+behind `transformers serve` is in test_judge_served.py). Each test uses answers of its own, so the verifier's verdict
+cache never carries one test's verdicts into another."""
 
 from __future__ import annotations
 
