@@ -969,7 +969,10 @@ def test_a_verifier_gone_for_good_stops_the_run_with_a_checkpoint_that_resumes(
 ) -> None:
     data = write_jsonl(tmp_path / "gsm8k.jsonl", gsm8k_rows(16, seed=7))
     out, log, port = tmp_path / "run", tmp_path / "train.log", free_port()
-    flags = ("--max_steps", "6", "--max_consecutive_failures", "2", *GRACE)
+    # 40 steps: a tiny model's steps take tens of ms, so several run while the server stops; the two failed calls in a
+    # row must come before the last step (with 6, a CI run once had only steps 5 and 6 left: it finished, exit 0)
+    steps_asked = 40
+    flags = ("--max_steps", str(steps_asked), "--max_consecutive_failures", "2", *GRACE)
     with training_in_background(train_argv(f"http://127.0.0.1:{port}", tiny_model, data, out, *flags), log) as run:
         with running_server(tmp_path, port=port, math_timeout_s=3) as srv:
             wait_until(lambda: scored_batches(srv) >= PREFLIGHT + 2, run, log, "scored two steps")
@@ -979,7 +982,9 @@ def test_a_verifier_gone_for_good_stops_the_run_with_a_checkpoint_that_resumes(
     messages = [line for line in output.splitlines() if line.startswith("error: training stopped")]
     assert len(messages) == 1, output[-6000:]
     message = messages[0]
-    match = re.match(r"error: training stopped after step (\d+) of 6: the verifier gave no rewards \(", message)
+    match = re.match(
+        rf"error: training stopped after step (\d+) of {steps_asked}: the verifier gave no rewards \(", message
+    )
     assert match, message
     step = int(match[1])
     checkpoint = out / f"checkpoint-{step}"
@@ -990,7 +995,7 @@ def test_a_verifier_gone_for_good_stops_the_run_with_a_checkpoint_that_resumes(
         assert (checkpoint / name).is_file(), name
     state = json.loads((checkpoint / "trainer_state.json").read_text())
     steps = logged_steps(checkpoint / "trainer_state.json")
-    assert state["global_step"] == step == len(steps) and 2 < step < 6
+    assert state["global_step"] == step == len(steps) and 2 < step < steps_asked
     assert [entry["step"] for entry in steps] == list(range(1, step + 1))
     # the first failed call gave None rewards and its step went on; the second in a row stopped the run
     assert steps[-1]["verifier_math/unreachable_rate"] == 1.0
@@ -1000,9 +1005,9 @@ def test_a_verifier_gone_for_good_stops_the_run_with_a_checkpoint_that_resumes(
         resumed = run_train([*train_argv(srv.url, tiny_model, data, out, *flags), "--resume_from_checkpoint",
                              str(checkpoint)], timeout=300)  # fmt: skip
         assert resumed.returncode == 0, resumed.stderr[-6000:]
-        assert scored_batches(srv) == PREFLIGHT + 6 - step  # only the steps the checkpoint had not done
+        assert scored_batches(srv) == PREFLIGHT + steps_asked - step  # only the steps the checkpoint had not done
     final = logged_steps(out / "trainer_state.json")
-    assert [entry["step"] for entry in final] == list(range(1, 7))
+    assert [entry["step"] for entry in final] == list(range(1, steps_asked + 1))
     assert final[:step] == steps  # the history carried over from the checkpoint
     assert all(entry["verifier_math/unreachable_rate"] == 0.0 for entry in final[step:])
 
