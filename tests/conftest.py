@@ -79,12 +79,33 @@ def running_server(
         wait_until_ok(server, wait_for, timeout=ready_timeout)
         yield server
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)
+
+
+@contextmanager
+def running_process(
+    command: list[str], log: Path, url: str, ready_path: str, timeout: float, env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """A test's own server process (a stand-in engine or judge, `transformers serve`) run from the repository's root,
+    its output to `log`: `url` once GET `url` + `ready_path` answers 200 (raises if it exits first or the time is up);
+    stopped afterwards."""
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_until_ok(Server(url, process, log), ready_path, timeout)
+        yield url
+    finally:
+        stop_process(process)
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within 15 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def wait_ready(server: Server, timeout: float) -> None:

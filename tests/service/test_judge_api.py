@@ -7,7 +7,6 @@ cache never carries one test's verdicts into another."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 import uuid
@@ -18,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ROOT, Server, free_port, running_server
+from tests.conftest import Server, free_port, running_process, running_server
 
 KEY = "judge-test-key-" + uuid.uuid4().hex
 KEY_ENV = "JUDGE_TEST_API_KEY"
@@ -29,26 +28,9 @@ CONTEXT_CHARS = 3000
 def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     log = tmp_path_factory.mktemp("standin") / "standin.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "tests.judge_standin", "--port", str(port)], cwd=ROOT, stdout=out, stderr=out
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert process.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"{url}/_probes", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+    command = [sys.executable, "-m", "tests.judge_standin", "--port", str(port)]
+    with running_process(command, log, f"http://127.0.0.1:{port}", "/_probes", 30) as url:
         yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
 
 
 @pytest.fixture(scope="module")

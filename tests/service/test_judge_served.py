@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ROOT, Server, free_port, running_server
+from tests.conftest import Server, free_port, running_process, running_server
 
 pytest.importorskip("torch", reason="the `models` extra (torch, transformers) is not installed")
 serving = pytest.importorskip("transformers.utils", reason="the `models` extra (transformers) is not installed")
@@ -89,28 +88,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     serve = Path(sys.executable).with_name("transformers")  # the console script of the interpreter's environment
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     command = [str(serve), "serve", "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
-    with log.open("wb") as out:
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=out)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + SERVE_READY_S
-        while True:
-            assert process.poll() is None, log.read_text(errors="replace")[-3000:]
-            try:
-                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
-            time.sleep(0.2)
+    with running_process(command, log, f"http://127.0.0.1:{port}/v1", "/models", SERVE_READY_S, env) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @pytest.fixture(scope="module")

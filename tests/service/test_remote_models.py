@@ -11,7 +11,6 @@ gives null model_error without it, and the key is in no log line nor answer; a r
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ import pytest
 pytest.importorskip("torch", reason="the `models` extra (torch, transformers) is not installed")
 pytest.importorskip("trl", reason="the checkpoints are built as the rm and prm tests build them")
 
-from tests.conftest import MODEL_SERVER_READY_S, ROOT, Server, free_port, running_server
+from tests.conftest import MODEL_SERVER_READY_S, Server, free_port, running_process, running_server
 from tests.service import test_prm_api, test_rm_api
 
 MAX_TOKENS = 96
@@ -53,28 +52,8 @@ def engine(tmp_path: Path, checkpoint: Path, kind: str) -> Iterator[str]:
     log = tmp_path / f"engine-{kind}.log"
     command = [sys.executable, "-m", "tests.engine_standin", "--port", str(port), "--checkpoint", str(checkpoint)]
     command += ["--kind", kind, "--served-model", "served"]
-    with log.open("wb") as out:
-        process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + MODEL_SERVER_READY_S
-        while True:
-            assert process.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+    with running_process(command, log, f"http://127.0.0.1:{port}", "/health", MODEL_SERVER_READY_S) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @pytest.fixture(scope="module")
