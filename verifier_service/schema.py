@@ -183,6 +183,9 @@ def _integral(value: Any) -> Any:
 
 JsonInt = Annotated[StrictInt, BeforeValidator(_integral)]
 JsonIntOrNone = Annotated[StrictInt | None, BeforeValidator(_integral)]  # so that its bounds are published as such
+# A token id: a plain strict int (no per-id conversion: an item may carry 8,000 of them, a request a million)
+TokenId = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]
+MAX_COMPLETION_IDS = 1_000_000
 
 
 class _Lenient(BaseModel):
@@ -1390,6 +1393,12 @@ class ScoreItem(_Strict):
     truncated: StrictBool | None = Field(
         None, description="The completion was cut off at the generation cap (it ends in neither EOS nor padding)."
     )
+    completion_ids: list[TokenId] | None = Field(
+        None,
+        max_length=MAX_COMPLETION_IDS,
+        description="The completion's token ids as the policy generated them (TRL's completion_ids), for prm: each "
+        "step then gets its token indices, where the ids decode to the completion with the model's policy_tokenizer.",
+    )
     math: MathSpec | None = None
     code: CodeSpec | None = None
     choice: ChoiceSpec | None = None
@@ -1669,6 +1678,10 @@ class TestVerdict(BaseModel):
     detail: str | None = None
 
 
+def _unused(value: object) -> bool:
+    return value is None
+
+
 class StepScore(BaseModel):
     """One checked step of a completion: its character span and its score."""
 
@@ -1677,10 +1690,17 @@ class StepScore(BaseModel):
     start: int = Field(..., description="The step's first character in the completion (0-based).")
     end: int = Field(..., description="One past its last character.")
     score: float | None = Field(..., description="The step's score; null where it could not be judged.")
-
-
-def _unused(value: object) -> bool:
-    return value is None
+    token_start: int | None = Field(
+        None,
+        exclude_if=_unused,
+        description="prm, when the item carries completion_ids: the first of the ids that produce the step (an index "
+        "into them; the token holding its first character, which may start before it).",
+    )
+    token_end: int | None = Field(
+        None,
+        exclude_if=_unused,
+        description="One past the last of them (the token holding its last character, which may end after it).",
+    )
 
 
 class ComponentResult(BaseModel):
