@@ -424,7 +424,10 @@ class ModelRuntime:
         return await self._call(model, model.score_steps, inputs, deadline)
 
     async def locate(
-        self, model: ScoredModel, inputs: Sequence[tuple[Sequence[int], str, Sequence[tuple[int, int]]]], deadline: float
+        self,
+        model: ScoredModel,
+        inputs: Sequence[tuple[Sequence[int], str, Sequence[tuple[int, int]]]],
+        deadline: float,
     ) -> list[Located | None]:
         """For each (token ids, completion, step spans), the steps' token ranges, found by `model` (a version `pin`
         gave) in its thread by the loop time `deadline`; None for an input not reached by then."""

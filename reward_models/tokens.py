@@ -133,9 +133,7 @@ def _searched_spans(
         if k not in known:
             budget[0] -= k
             if budget[0] < 0:
-                raise Unmapped(
-                    "too many steps to find in this many token ids with a tokenizer that is not byte-level"
-                )
+                raise Unmapped("too many steps to find in this many token ids with a tokenizer that is not byte-level")
             decoded = tokenizer.decode(ids[:k], skip_special_tokens=True)
             whole = decoded.rstrip(REPLACEMENT)
             if not text.startswith(whole):

@@ -1189,7 +1189,8 @@ class PrmSpec(ModelScoreSpec):
     span in the completion and its score, and names the model's version. A layout longer than the model's max_tokens
     is null (too_long), never cut; a completion with no steps is null (no_steps). Not a correctness component: beside
     one, it must not lift a wrong answer to a right one's reward (the order guard): weigh it below the rule, or gate
-    it on the rule (gate right), or set allow_order_inversion."""
+    it on the rule (gate right), or set allow_order_inversion. An item carrying completion_ids gets each step's
+    token range in them too (token_start, token_end), where the ids decode to the completion."""
 
     verdicts = (
         Verdict.SCORED, Verdict.NO_STEPS, Verdict.TOO_LONG, Verdict.MODEL_ERROR, Verdict.BAD_LAYOUT, Verdict.GATED_OUT,

@@ -353,7 +353,7 @@ def token_reference(path: Path, ids: list[int], completion: str) -> list[tuple[i
     tokenizer = AutoTokenizer.from_pretrained(path)
     whole, begun = [], []
     for k in range(len(ids) + 1):
-        decoded = tokenizer.decode(ids[:k], skip_special_tokens=True)
+        decoded = str(tokenizer.decode(ids[:k], skip_special_tokens=True))
         kept = decoded.rstrip("\ufffd")
         assert completion.startswith(kept)
         whole.append(len(kept))
@@ -381,7 +381,7 @@ def test_steps_carry_their_token_ranges_in_the_items_ids(
     are the same either way, and in a batch mixing both. (Math-Shepherd's tag, Cyrillic, is found by its last byte
     token, which Chinese characters hold too: shepherd lays those out bad_layout, and is given the others.)"""
     completions = TOKEN_COMPLETIONS[1:] if model == "shepherd" else TOKEN_COMPLETIONS
-    items = []
+    items: list[dict[str, Any]] = []
     for completion in completions:
         ids = policy_ids(checkpoints[policy], completion)
         spec = {"model": model, "layout": layout}

@@ -18,10 +18,10 @@ from verifier_service.schema import ScoreItem
 
 pytest.importorskip("transformers", reason="the `models` extra (torch, transformers) is not installed")
 
-from transformers import AutoTokenizer, PreTrainedTokenizerFast  # noqa: E402
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from reward_models.tokens import REPLACEMENT, Unmapped, byte_decoder, token_bytes, token_spans  # noqa: E402
-from trainer_client.tiny_model import build_tokenizer, gsm8k_rows, training_text  # noqa: E402
+from reward_models.tokens import REPLACEMENT, Unmapped, byte_decoder, token_bytes, token_spans
+from trainer_client.tiny_model import build_tokenizer, gsm8k_rows, training_text
 
 TEXTS = [
     "Tom has 3 apples.\nHe buys 4 more.\nSo he has 3 + 4 = 7 apples.\nThe answer is 7.\n",
@@ -60,7 +60,7 @@ def reference(tokenizer: Any, ids: list[int], text: str, spans: list[tuple[int, 
     its first character, and ends after the first prefix that holds its last character whole."""
     whole, begun = [], []
     for k in range(len(ids) + 1):
-        decoded = tokenizer.decode(ids[:k], skip_special_tokens=True)
+        decoded = str(tokenizer.decode(ids[:k], skip_special_tokens=True))
         kept = decoded.rstrip(REPLACEMENT)
         assert text.startswith(kept)
         whole.append(len(kept))
@@ -72,7 +72,9 @@ def reference(tokenizer: Any, ids: list[int], text: str, spans: list[tuple[int, 
 
 
 @pytest.mark.parametrize("text", TEXTS)
-def test_byte_level_ranges_equal_the_reference_and_are_the_smallest_holding_each_step(byte_level: Any, text: str) -> None:
+def test_byte_level_ranges_equal_the_reference_and_are_the_smallest_holding_each_step(
+    byte_level: Any, text: str
+) -> None:
     ids = [*byte_level(text, add_special_tokens=False)["input_ids"], byte_level.eos_token_id]  # TRL's: EOS kept
     spans = step_spans(text, "\n")
     found = token_spans(byte_level, ids, text, spans)
@@ -98,7 +100,7 @@ def test_multi_byte_characters_span_several_tokens_and_steps_end_inside_a_token(
     assert joined is not None and any(piece.endswith(b".\n") for piece in joined)  # "." and "\n" in one token
     spans = step_spans(english, "\n")
     found = token_spans(byte_level, ids, english, spans)
-    first, last = found[0]
+    _, last = found[0]
     assert joined[last - 1].endswith(b".\n")  # the step's last token holds the separator too
 
 
@@ -179,7 +181,12 @@ def test_a_long_completion_is_mapped_without_decoding_each_prefix(byte_level: An
     spans = step_spans(text, "\n")
     calls = []
     decode = byte_level.decode
-    monkeypatch.setattr(byte_level, "decode", lambda *a, **k: calls.append(1) or decode(*a, **k))
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return decode(*args, **kwargs)
+
+    monkeypatch.setattr(byte_level, "decode", counted)
     fast = token_spans(byte_level, ids, text, spans)
     assert calls == []
     assert tokens._searched_spans(byte_level, ids, text, spans) == fast

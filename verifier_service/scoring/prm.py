@@ -8,6 +8,10 @@ token budget in the model's thread. What the model could not score is null, neve
 (`too_long`: never cut, which would drop or shift steps), steps that cannot be laid out for it (`bad_layout`), a
 forward pass or a template that failed (`model_error`), an input not reached by the batch deadline
 (`deadline_exceeded`).
+
+An item that carries its token ids (`completion_ids`) gets each scored step's token range in them: after the forward,
+in the model's thread, with the model's policy tokenizer (reward_models/tokens.py), checked against the completion;
+where the ids do not give it, the steps have no ranges and the detail says why. Items without ids pay nothing.
 """
 
 from __future__ import annotations
@@ -132,15 +136,14 @@ class PrmComponent(ModelComponent):
         wanted = [job for job in group if job.ids is not None and results[job].steps is not None]
         if not wanted:
             return results
-        located = await self._runtime(model).locate(
-            loaded, [(job.ids, job.completion, job.spans) for job in wanted], deadline
-        )
-        for job, found in zip(wanted, located, strict=True):
-            results[job] = self._relocated(results[job], job, found)
+        inputs = list(dict.fromkeys((job.ids, job.completion, job.spans) for job in wanted))  # aggregate aside
+        located = dict(zip(inputs, await self._runtime(model).locate(loaded, inputs, deadline), strict=True))
+        for job in wanted:
+            results[job] = self._relocated(results[job], located[job.ids, job.completion, job.spans])
         return results
 
     @staticmethod
-    def _relocated(result: ComponentResult, job: PrmJob, found: Located | None) -> ComponentResult:
+    def _relocated(result: ComponentResult, found: Located | None) -> ComponentResult:
         """The scored result with its steps' token ranges, or the reason there are none in its detail."""
         assert result.steps is not None
         if found is None or found.spans is None:
