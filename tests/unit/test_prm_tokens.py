@@ -201,3 +201,11 @@ def test_the_searched_path_gives_up_past_its_budget_with_the_reason(byte_level: 
     monkeypatch.setattr(tokens, "SEARCH_BUDGET", 10 * len(ids))
     with pytest.raises(Unmapped, match="too many steps"):
         tokens._searched_spans(byte_level, ids, text, step_spans(text, "\n"))
+
+
+def test_policy_tokenizer_is_for_process_reward_models_only() -> None:
+    from reward_models.spec import ModelSpec
+
+    assert ModelSpec(path="/m", kind="prm", policy_tokenizer="/policy").policy_tokenizer == "/policy"
+    with pytest.raises(ValidationError, match="policy_tokenizer: applies to a process reward model"):
+        ModelSpec(path="/m", kind="rm", policy_tokenizer="/policy")
