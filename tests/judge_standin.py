@@ -14,7 +14,7 @@ the protocol (what it sends, how it reads every kind of answer, its limits) with
   error body, or the `raw` body as it is (malformed); the default answers what no rule matches. `exact` (optional)
   maps whole prompts to rules, looked up before `rules` in constant time: bench/judge_rescue.py scripts thousands.
 - `GET /_requests` lists what the chat route received: `{"model", "prompt", "temperature", "max_tokens",
-  "authorization"}`; `GET /_count` counts them; `GET /_probes` counts the GETs of /v1/models.
+  "authorization", "query"}`; `GET /_count` counts them; `GET /_probes` counts the GETs of /v1/models.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ class Handler(BaseHTTPRequestHandler):
         return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
 
     def do_GET(self) -> None:
-        if self.path == "/v1/models":
+        path = self.path.partition("?")[0]  # a judge's base URL may carry a query (`?key=`)
+        if path == "/v1/models":
             with LOCK:
                 STATE["probes"] += 1
             self._json(200, {"object": "list", "data": [{"id": "standin", "object": "model"}]})
@@ -67,21 +68,24 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self._body()
-        if self.path == "/_script":
+        path, _, query = self.path.partition("?")
+        if path == "/_script":
             with LOCK:
                 STATE["rules"], STATE["default"] = body.get("rules", []), body.get("default", STATE["default"])
                 STATE["exact"] = body.get("exact", {})
             self._json(200, {"ok": True})
-        elif self.path == "/v1/chat/completions":
-            self._chat(body)
+        elif path == "/v1/chat/completions":
+            self._chat(body, query)
         else:
             self._json(404, {"error": "not found"})
 
-    def _chat(self, body: dict[str, Any]) -> None:
+    def _chat(self, body: dict[str, Any], query: str) -> None:
         prompt = body["messages"][-1]["content"]
         seen = {key: body.get(key) for key in ("model", "temperature", "max_tokens")}
         with LOCK:
-            STATE["requests"].append({**seen, "prompt": prompt, "authorization": self.headers.get("Authorization")})
+            STATE["requests"].append(
+                {**seen, "prompt": prompt, "authorization": self.headers.get("Authorization"), "query": query}
+            )
             rules = list(STATE["rules"])
             default, exact = STATE["default"], STATE["exact"].get(prompt)
         rule = exact or next((r for r in rules if all(text in prompt for text in r.get("contains", []))), default)

@@ -6,8 +6,10 @@ A request is `POST {base_url}/chat/completions {"model", "messages": [one user t
 "max_tokens"}`; its answer's `choices[0].message.content` is the reply. Every failure is a value, never an exception
 and never a reply: a timeout (the judge's `timeout_s`) is `Failure("judge_timeout")`; a connection refused or reset,
 an HTTP status other than 200 or a body not of that shape is `Failure("judge_error")`. At most `max_concurrency`
-requests to a judge are in flight at once. The key (from the variable `api_key_env` names) is sent as a Bearer token
-and appears in no log, answer or exception.
+requests to a judge are in flight at once. The key (from the variable `api_key_env` names) is sent as a Bearer token,
+a `user:password@` in the base URL as basic auth, and a query (`?key=`) as each request's parameters: none appears in
+a log (httpx's INFO line per request included), an answer or an exception; /readyz, GET /v1/judges and the logs show
+the base URL without userinfo or query.
 
 Whether a judge answers is probed with `GET {base_url}/models` (no prompt is sent): once at start, in the
 background (a judge that is down does not hold the start), then again when /readyz asks and the last word is older
@@ -23,6 +25,7 @@ import os
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import httpx
 
@@ -43,16 +46,44 @@ class Failure:
     reason: str
 
 
+def endpoint(url: str) -> tuple[str, list[tuple[str, str]], httpx.BasicAuth | None]:
+    """The base URL's parts, each sent its own way: the URL without userinfo, query or fragment (what requests go
+    to, and what is shown), the query's parameters (added to each request: a hosted API's `?key=`) and the userinfo
+    as basic auth (percent-decoded). httpx logs each request's URL at INFO: the credentials are never in it.
+
+    >>> endpoint("https://user:p%40ss@judge:8000/v1?key=k#x")[:2]
+    ('https://judge:8000/v1', [('key', 'k')])
+    """
+    parts = urlsplit(url)
+    auth = None
+    if parts.username is not None or parts.password is not None:
+        auth = httpx.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
+    bare = urlsplit(shown_url(url))._replace(query="", fragment="").geturl().rstrip("/")
+    return bare, parse_qsl(parts.query, keep_blank_values=True), auth
+
+
+class _NoQuery(logging.Filter):
+    """httpx's INFO line per request (`HTTP Request: POST URL ...`) without the URL's query: a judge's `?key=`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(isinstance(arg, httpx.URL) and arg.query for arg in record.args):
+            record.args = tuple(arg.copy_with(query=None) if isinstance(arg, httpx.URL) else arg for arg in record.args)
+        return True
+
+
+_NO_QUERY = _NoQuery()
+
+
 class JudgeClient:
     """One judge: its settings, an httpx.AsyncClient and the semaphore that caps its requests in flight."""
 
     def __init__(self, name: str, settings: JudgeSettings, key: str | None) -> None:
         self.name, self.settings = name, settings
-        self.shown = shown_url(settings.base_url)
+        self.shown, params, auth = endpoint(settings.base_url)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         limits = httpx.Limits(max_connections=settings.max_concurrency)
         self.client = httpx.AsyncClient(
-            base_url=settings.base_url.rstrip("/"), headers=headers, timeout=settings.timeout_s, limits=limits
+            base_url=self.shown, params=params, auth=auth, headers=headers, timeout=settings.timeout_s, limits=limits
         )
         self.slots = asyncio.Semaphore(settings.max_concurrency)
         self.reachable: bool | None = None
@@ -156,6 +187,8 @@ class Judges:
         return cls(settings.judges)
 
     async def start(self) -> None:  # the clients need the loop: made here, not in build
+        if any(urlsplit(judge.base_url).query for judge in self.settings.values()):
+            logging.getLogger("httpx").addFilter(_NO_QUERY)  # one filter object: adding it twice keeps one
         self.clients = {name: JudgeClient.build(name, judge) for name, judge in self.settings.items()}
         for client in self.clients.values():
             client.probe_if_stale()

@@ -6,6 +6,7 @@ cache never carries one test's verdicts into another."""
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 import time
@@ -21,6 +22,7 @@ from tests.conftest import Server, free_port, running_process, running_server
 
 KEY = "judge-test-key-" + uuid.uuid4().hex
 KEY_ENV = "JUDGE_TEST_API_KEY"
+PASSWORD, QUERY_KEY = "pw-" + uuid.uuid4().hex, "qk-" + uuid.uuid4().hex  # in the "vault" judge's base_url
 CONTEXT_CHARS = 3000
 
 
@@ -43,9 +45,17 @@ def server(
                    "max_tokens": 17, "context_chars": CONTEXT_CHARS},
         "serial": {"base_url": base, "model": "serial-model", "max_concurrency": 1, "timeout_s": 3.0},
         "down": {"base_url": f"http://127.0.0.1:{free_port()}/v1", "model": "m", "timeout_s": 1.0},
+        "vault": {"base_url": base.replace("//", f"//judge-user:{PASSWORD}@") + f"?key={QUERY_KEY}&v=2",
+                  "model": "vault-model", "timeout_s": 3.0},
     }  # fmt: skip
     monkeypatch_module.setenv(KEY_ENV, KEY)
-    settings = {"judges": json.dumps(judges), "batch_timeout_s": 6, "math_timeout_s": 2, "code_enabled": "false"}
+    settings = {
+        "judges": json.dumps(judges),
+        "batch_timeout_s": 6,
+        "math_timeout_s": 2,
+        "code_enabled": "false",
+        "log_level": "info",
+    }  # httpx logs each request at INFO: the tests read those lines for secrets
     with running_server(tmp_path_factory.mktemp("judge-server"), **settings) as srv:
         yield srv
 
@@ -254,12 +264,31 @@ def test_judges_are_listed_and_probed_without_secrets(server: Server, standin: s
     listed = httpx.get(f"{server.url}/v1/judges", timeout=5)
     assert listed.status_code == 200
     by_name = {judge["name"]: judge for judge in listed.json()["judges"]}
-    assert set(by_name) == {"grader", "serial", "down"}
+    assert set(by_name) == {"grader", "serial", "down", "vault"}
     assert by_name["grader"]["api_key"] is True and by_name["serial"]["api_key"] is False
     assert by_name["grader"]["model"] == "grader-model" and by_name["grader"]["max_tokens"] == 17
     assert httpx.get(f"{standin}/_probes", timeout=5).json() >= 1  # GET /models, no prompt
     for text in (ready.text, listed.text, server.output()):
         assert KEY not in text
+
+
+def test_credentials_in_the_base_url_are_sent_as_basic_auth_and_query_never_shown(server: Server, standin: str) -> None:
+    """`user:password@` goes as basic auth and the query (`?key=`) with each request; neither is in a log line (httpx
+    logs each request's URL at INFO), /readyz or GET /v1/judges, which show the URL without them."""
+    answer = f"x{tag()}"
+    script(standin, [{"contains": [answer], "reply": "A"}])
+    [result] = score(server, [{**judged(answer, {}), "judge": {"judge": "vault", "gold": "G"}}])
+    assert result["components"]["judge"]["verdict"] == "correct"
+    [sent] = [r for r in received(standin) if answer in r["prompt"]]
+    assert sent["authorization"] == "Basic " + base64.b64encode(f"judge-user:{PASSWORD}".encode()).decode()
+    assert sent["query"] == f"key={QUERY_KEY}&v=2"
+    ready = httpx.get(f"{server.url}/readyz", timeout=5).json()["judges"]["vault"]
+    listed = httpx.get(f"{server.url}/v1/judges", timeout=5).json()["judges"]
+    [shown] = [judge["base_url"] for judge in listed if judge["name"] == "vault"]
+    assert ready["base_url"] == shown == f"{standin}/v1"
+    assert "HTTP Request: POST" in server.output()  # the lines that would carry them are there
+    for secret in (PASSWORD, QUERY_KEY, "judge-user"):
+        assert secret not in server.output() and secret not in json.dumps([ready, listed])
 
 
 def test_a_judge_this_server_lacks_is_a_422(server: Server) -> None:
@@ -312,3 +341,6 @@ def test_judge_settings_are_checked_at_start() -> None:
         VerifierSettings(judges={"j": {**judge, "base_url": "ftp://x"}})
     with pytest.raises(ValidationError, match="extra"):
         VerifierSettings(judges={"j": {**judge, "api_key": "inline keys are refused"}})
+    with pytest.raises(ValidationError, match="api_key_env: the base_url holds credentials too") as raised:
+        VerifierSettings(judges={"j": {**judge, "base_url": "http://u:SECRET-PW@h/v1", "api_key_env": "K"}})
+    assert "SECRET-PW" not in str(raised.value)
