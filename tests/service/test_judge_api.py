@@ -99,12 +99,21 @@ MATRIX: dict[str, list[tuple[str, str, float | None]]] = {
         ("A: INCORRECT", "judge_unparseable", None), ("A or B", "judge_unparseable", None),
         ("\\boxed{A} then \\boxed{B}", "judge_unparseable", None), ("The answer is correct", "judge_unparseable", None),
         ("", "judge_unparseable", None),
+        # a boxed letter next to a word that contradicts it is two labels
+        ("Final Judgment: \\boxed{A} - INCORRECT", "judge_unparseable", None),
+        ("INCORRECT: \\boxed{A}", "judge_unparseable", None), ("\\boxed{b} **correct**", "judge_unparseable", None),
+        # a boxed letter quoted or escaped in the reasoning is not a verdict
+        ("The candidate wrote `\\boxed{B}`, as the standard answer. A", "judge_unparseable", None),
+        ("It wrote \"\\boxed{B}\"; it matches.\nFinal Judgment: \\boxed{A} - CORRECT", "correct", 1.0),
+        ("It wrote \\\\boxed{B}, equal to the standard answer. Final Judgment: \\boxed{A}", "correct", 1.0),
     ],
     "general_verifier": [
         ("Final Decision: Yes", "correct", 1.0), ("It differs.\nFinal Decision: No", "incorrect", 0.0),
         ("Final Decision: \\boxed{Yes}", "correct", 1.0), ("\\boxed{No}", "incorrect", 0.0),
         ("Final Decision: Yes\nFinal Decision: No", "judge_unparseable", None), ("Yes", "judge_unparseable", None),
         ("Final Decision: maybe", "judge_unparseable", None),
+        ("Not `\\boxed{No}`: they agree.\nFinal Decision: Yes", "correct", 1.0),
+        ("Final Decision: Yesterday", "judge_unparseable", None),
     ],
     "equivalence": [
         ("They match. [[A=B]]", "correct", 1.0), ("[[A!=B]]", "incorrect", 0.0),
@@ -113,10 +122,17 @@ MATRIX: dict[str, list[tuple[str, str, float | None]]] = {
     "custom": [
         ("VERDICT: correct", "correct", 1.0), ("VERDICT: incorrect", "incorrect", 0.0),
         ("correct, no, incorrect", "judge_unparseable", None), ("unsure", "judge_unparseable", None),
+        ("incorrectly put, but correct", "correct", 1.0),
+    ],
+    "custom_yes_no": [  # labels are whole words: "No" is not in "Nonetheless", nor "Yes" in "Yesterday"
+        ("Nonetheless the answer matches.", "judge_unparseable", None), ("Nonetheless, Yes", "correct", 1.0),
+        ("Yesterday's reference: No", "incorrect", 0.0), ("Yes. No.", "judge_unparseable", None),
     ],
 }  # fmt: skip
 CUSTOM = {"prompt_template": "Q: {question}\nRef: {gold}\nAns: {answer}\nSay correct or incorrect.",
           "correct_label": "correct", "incorrect_label": "incorrect"}  # fmt: skip
+OPTIONS = {"custom": CUSTOM, "custom_yes_no": {**CUSTOM, "preset": "custom", "correct_label": "Yes",
+                                               "incorrect_label": "No"}}  # fmt: skip
 
 
 @pytest.mark.parametrize("preset", list(MATRIX))
@@ -125,7 +141,7 @@ def test_each_preset_reads_exactly_one_label(server: Server, standin: str, prese
     answers = [f"x{tag()}" for _ in cases]
     replies = [reply for reply, _, _ in cases]
     script(standin, [{"contains": [answer], "reply": reply} for answer, reply in zip(answers, replies, strict=True)])
-    options = {"preset": preset, **(CUSTOM if preset == "custom" else {})}
+    options = {"preset": preset, **OPTIONS.get(preset, {})}
     results = score(server, [judged(answer, options) for answer in answers])
     got = [(r["components"]["judge"]["verdict"], r["components"]["judge"]["score"]) for r in results]
     assert got == [(verdict, value) for _, verdict, value in cases]
