@@ -152,10 +152,14 @@ def test_each_preset_reads_exactly_one_label(server: Server, standin: str, prese
 def test_master_keys_never_reach_the_judge(server: Server, standin: str) -> None:
     script(standin, [], default={"reply": "A"})  # a judge that accepts anything
     before = len(received(standin))
-    keys = ["", ":", ".", "Thought process:", "Let me think...", "  ", "**", "解"]
+    keys = ["", ":", ".", "Thought process:", "Let me think...", "  ", "**", "解", "\\boxed{}",
+            "\\boxed{\\text{Thought process:}}", "Thought process:\n\nStep 1:", "思路", "解题思路：\n\n第一步：",
+            "$\\text{Final Answer:}$", "<think>\n</think>"]  # fmt: skip
     items = [{"completion": key, "prompt": "Q?", "judge": {"judge": "grader", "gold": "7"}} for key in keys]
+    # `full` sends the end of the completion that fits the judge's context: that is what is checked, not the whole
+    cut = "The answer is 7." + " ." * CONTEXT_CHARS
     items += [{"completion": key, "prompt": "Q?", "judge": {"judge": "grader", "gold": "7", "input": "full"}}
-              for key in keys]  # fmt: skip
+              for key in [*keys, cut]]  # fmt: skip
     items.append({"completion": "<think>7</think>", "prompt": "Q?", "judge": {"judge": "grader", "gold": "7"}})
     results = score(server, items)
     assert [r["components"]["judge"]["verdict"] for r in results] == ["no_answer"] * len(items)
