@@ -165,7 +165,10 @@ class VerifierSettings(BaseSettings):
         "(/readyz shows it); its items are null (judge_error) until it can.",
     )
     judge_cache_size: int = Field(
-        100_000, ge=0, description="Judged (question, reference, answer) kept across requests."
+        100_000,
+        ge=0,
+        description="Judged (question, reference, answer) kept across requests, by a 32-byte digest: "
+        "about 200 bytes an entry whatever the answers' size.",
     )
 
     model_roots: tuple[str, ...] = Field(

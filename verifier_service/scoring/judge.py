@@ -4,8 +4,10 @@ reference, read strictly (scoring/judge_prompts.py).
 On the event loop an item becomes a job: the judge's name, the filled prompt (and its swapped twin) and how to read
 the reply. An answer that is empty or only punctuation, markup (`\\boxed{}`, `\\text{}`, tags), reasoning openers
 and step headings ("Thought process:", "Step 1:", "解题思路") is 0 (no_answer) without asking: the "master keys" that
-judges accept (arXiv 2507.08794); what is checked is what would be sent (with `full`, the end that fits). Equal jobs of a request are asked once, and finished verdicts
-are kept across requests (a bounded LRU, as math's): the same (question, reference, answer) is never asked twice.
+judges accept (arXiv 2507.08794); what is checked is what would be sent (with `full`, the end that fits). Equal jobs
+of a request are asked once, and finished verdicts are kept across requests (a bounded LRU, as math's, keyed by a
+digest of the prompts sent: an entry's size does not grow with the answer's): the same (question, reference, answer)
+is never asked twice.
 What the judge could not say is null, never 0: a reply with no label or two (judge_unparseable), a timeout
 (judge_timeout), an error, a refused connection or a malformed body (judge_error), a call not done by the batch
 deadline (deadline_exceeded). With `when: "rule_miss"` the engine prepares the judge in its second round, after the
@@ -15,6 +17,7 @@ rule: `JudgeSpec.settled_by_gate` scores an answer the rule calls right 1 withou
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import re
 import threading
@@ -95,27 +98,44 @@ class JudgeJob:
     on_disagree: str
 
 
+def job_key(job: JudgeJob) -> bytes:
+    """The cache's key for a job: a 32-byte digest of everything that decides its verdict (the judge, the prompts
+    sent, which hold the question, the reference and the answer, and how the reply reads), never the texts
+    themselves: an entry costs the same for a 2 MB answer as for "42"."""
+    digest = hashlib.sha256()
+    fields = (job.judge, job.prompt, job.swapped, job.preset, *job.labels, job.on_disagree)
+    for field in fields:
+        data = b"\xff" if field is None else field.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "little") + data)  # length first: no two tuples give one stream
+    return digest.digest()
+
+
 class VerdictCache:
-    """A bounded LRU of finished judge verdicts by job; null ones are not kept (a retry may get an answer)."""
+    """A bounded LRU of finished judge verdicts, keyed by `job_key` (fixed-size keys: its memory is bounded by its
+    entry count, whatever the answers' size); null ones are not kept (a retry may get an answer). Equal results are
+    kept once."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._data: OrderedDict[JudgeJob, ComponentResult] = OrderedDict()
+        self._data: OrderedDict[bytes, ComponentResult] = OrderedDict()
+        self._results: dict[str, ComponentResult] = {}
         self._lock = threading.Lock()
 
     def get(self, job: JudgeJob) -> ComponentResult | None:
+        key = job_key(job)
         with self._lock:
-            found = self._data.get(job)
+            found = self._data.get(key)
             if found is not None:
-                self._data.move_to_end(job)
+                self._data.move_to_end(key)
             return found
 
     def put(self, job: JudgeJob, result: ComponentResult) -> None:
         if self.size <= 0 or result.score is None:
             return
-        with self._lock:
-            self._data[job] = result
-            self._data.move_to_end(job)
+        key = job_key(job)
+        with self._lock:  # a handful of distinct results (verdict, detail naming the judge): one object each
+            self._data[key] = self._results.setdefault(result.model_dump_json(), result)
+            self._data.move_to_end(key)
             while len(self._data) > self.size:
                 self._data.popitem(last=False)
 
