@@ -9,9 +9,10 @@ the protocol (what it sends, how it reads every kind of answer, its limits) with
 - `POST /v1/chat/completions {"model", "messages", "temperature", "max_tokens"}` -> `{"id", "object":
   "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": REPLY}, "finish_reason":
   "stop"}]}`, REPLY from the first rule whose every `contains` string is in the last message's content.
-- `POST /_script {"rules": [{"contains": [str], "reply": str, "status": int, "raw": str, "delay_s": float}],
-  "default": {...}, "exact": {PROMPT: {...}}}`: a rule answers `reply` after `delay_s`, or HTTP `status` with an
-  error body, or the `raw` body as it is (malformed); the default answers what no rule matches. `exact` (optional)
+- `POST /_script {"rules": [{"contains": [str], "reply": str, "status": int, "raw": str, "delay_s": float,
+  "drip_s": float}], "default": {...}, "exact": {PROMPT: {...}}}`: a rule answers `reply` after `delay_s`, or HTTP
+  `status` with an error body, or the `raw` body as it is (malformed); with `drip_s` the body is sent in 8 pieces,
+  `drip_s` apart (each piece soon, the whole late); the default answers what no rule matches. `exact` (optional)
   maps whole prompts to rules, looked up before `rules` in constant time: bench/judge_rescue.py scripts thousands.
 - `GET /_requests` lists what the chat route received: `{"model", "prompt", "temperature", "max_tokens",
   "authorization", "query"}`; `GET /_count` counts them; `GET /_probes` counts the GETs of /v1/models.
@@ -36,12 +37,19 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def _send(self, status: int, body: bytes, kind: str = "application/json") -> None:
+    def _send(self, status: int, body: bytes, kind: str = "application/json", drip_s: float = 0.0) -> None:
         self.send_response(status)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        if not drip_s:
+            self.wfile.write(body)
+            return
+        step = -(-len(body) // 8)
+        for start in range(0, len(body), step):
+            self.wfile.write(body[start : start + step])
+            self.wfile.flush()
+            time.sleep(drip_s)
 
     def _json(self, status: int, value: Any) -> None:
         self._send(status, json.dumps(value).encode())
@@ -97,7 +105,8 @@ class Handler(BaseHTTPRequestHandler):
         else:
             message = {"role": "assistant", "content": rule["reply"]}
             choice = {"index": 0, "message": message, "finish_reason": "stop"}
-            self._json(200, {"id": "chatcmpl-standin", "object": "chat.completion", "choices": [choice]})
+            answer = {"id": "chatcmpl-standin", "object": "chat.completion", "choices": [choice]}
+            self._send(200, json.dumps(answer).encode(), drip_s=rule.get("drip_s", 0.0))
 
 
 class Server(ThreadingHTTPServer):

@@ -4,8 +4,9 @@ them, probes them for /readyz and lists them for GET /v1/judges.
 
 A request is `POST {base_url}/chat/completions {"model", "messages": [one user turn], "temperature": 0,
 "max_tokens"}`; its answer's `choices[0].message.content` is the reply. Every failure is a value, never an exception
-and never a reply: a timeout (the judge's `timeout_s`) is `Failure("judge_timeout")`; a connection refused or reset,
-an HTTP status other than 200 or a body not of that shape is `Failure("judge_error")`. At most `max_concurrency`
+and never a reply: a call not done within the judge's `timeout_s` (connecting, sending, waiting and reading the whole
+body: one deadline) is `Failure("judge_timeout")`; a connection refused or reset, an HTTP status other than 200, a
+body over MAX_REPLY_BYTES (read no further) or not of that shape is `Failure("judge_error")`. At most `max_concurrency`
 requests to a judge are in flight at once. The key (from the variable `api_key_env` names) is sent as a Bearer token,
 a `user:password@` in the base URL as basic auth, and a query (`?key=`) as each request's parameters: none appears in
 a log (httpx's INFO line per request included), an answer or an exception; /readyz, GET /v1/judges and the logs show
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import time
@@ -35,6 +37,7 @@ from verifier_service.settings import JudgeSettings, VerifierSettings
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 5.0
+MAX_REPLY_BYTES = 4 * 2**20  # a chat completion's body at most: max_tokens 32,768 is about 130 kB of text
 PROBE_TTL_S = 10.0
 
 
@@ -109,17 +112,22 @@ class JudgeClient:
         }
         async with self.slots:
             try:
-                response = await self.client.post("/chat/completions", json=body)
-            except httpx.TimeoutException:
+                async with asyncio.timeout(self.settings.timeout_s):  # the whole call, not each httpx phase
+                    async with self.client.stream("POST", "/chat/completions", json=body) as response:
+                        if response.status_code != 200:
+                            self._heard(True)
+                            return Failure("judge_error", f"the judge answered HTTP {response.status_code}")
+                        content = await capped_body(response)
+            except (TimeoutError, httpx.TimeoutException):
                 self._heard(True)  # it may be up and slow; a refused connection says otherwise
                 return Failure("judge_timeout", f"the judge did not answer within {self.settings.timeout_s:g}s")
             except httpx.HTTPError as exc:
                 self._heard(False)
                 return Failure("judge_error", f"the judge could not be reached ({type(exc).__name__})")
         self._heard(True)
-        if response.status_code != 200:
-            return Failure("judge_error", f"the judge answered HTTP {response.status_code}")
-        return reply_of(response)
+        if content is None:
+            return Failure("judge_error", f"the judge's answer is over {MAX_REPLY_BYTES // 2**20} MiB")
+        return reply_of(content)
 
     def _heard(self, reachable: bool) -> None:
         self.reachable, self.checked_at = reachable, time.monotonic()
@@ -163,10 +171,25 @@ class JudgeClient:
         await self.client.aclose()
 
 
-def reply_of(response: httpx.Response) -> str | Failure:
+async def capped_body(response: httpx.Response) -> bytes | None:
+    """The response's body, or None once it passes MAX_REPLY_BYTES (read no further: a judge that streams without end
+    costs this much memory at most)."""
+    declared = response.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > MAX_REPLY_BYTES:
+        return None
+    chunks, size = [], 0
+    async for chunk in response.aiter_bytes():  # decoded: a compressed body is capped at its real size
+        size += len(chunk)
+        if size > MAX_REPLY_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def reply_of(body: bytes) -> str | Failure:
     """`choices[0].message.content` of a chat completion's body, or judge_error."""
     try:
-        content = response.json()["choices"][0]["message"]["content"]
+        content = json.loads(body)["choices"][0]["message"]["content"]
     except (ValueError, LookupError, TypeError):
         return Failure("judge_error", "the judge's answer is not a chat completion")
     if not isinstance(content, str):

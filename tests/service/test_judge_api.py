@@ -227,6 +227,18 @@ def test_failures_are_null_never_0(server: Server, standin: str) -> None:
     assert got == [(verdict, None, None) for verdict in expected]
 
 
+def test_the_judge_s_timeout_is_the_whole_call_s_and_its_body_is_capped(server: Server, standin: str) -> None:
+    """A judge that sends its answer a piece a second (each read well within timeout_s 3, the whole in 8 s) is
+    judge_timeout, not a verdict the batch waits for; a body over 4 MiB is judge_error, read no further."""
+    drip, huge = f"x{tag()}", f"x{tag()}"
+    script(standin, [{"contains": [drip], "reply": "A", "drip_s": 1.0},
+                     {"contains": [huge], "reply": "A" + " " * (5 * 2**20)}])  # fmt: skip
+    results = score(server, [judged(drip, {}), judged(huge, {})])
+    got = [(r["components"]["judge"]["verdict"], r["components"]["judge"]["detail"]) for r in results]
+    assert got == [("judge_timeout", "the judge did not answer within 3s"),
+                   ("judge_error", "the judge's answer is over 4 MiB")]  # fmt: skip
+
+
 def test_the_same_question_is_asked_once_in_a_batch_and_across_requests(server: Server, standin: str) -> None:
     answer = f"x{tag()}"
     script(standin, [{"contains": [answer], "reply": "A"}])
