@@ -14,6 +14,7 @@ the protocol (what it sends, how it reads every kind of answer, its limits) with
   `status` with an error body, or the `raw` body as it is (malformed); with `drip_s` the body is sent in 8 pieces,
   `drip_s` apart (each piece soon, the whole late); the default answers what no rule matches. `exact` (optional)
   maps whole prompts to rules, looked up before `rules` in constant time: bench/judge_rescue.py scripts thousands.
+- A request to /v1/ whose Authorization holds "refused" is answered 401, as an API answers a key it refuses.
 - `GET /_requests` lists what the chat route received: `{"model", "prompt", "temperature", "max_tokens",
   "authorization", "query"}`; `GET /_count` counts them; `GET /_probes` counts the GETs of /v1/models.
 """
@@ -57,8 +58,16 @@ class Handler(BaseHTTPRequestHandler):
     def _body(self) -> Any:
         return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
 
+    def _refused(self) -> bool:
+        if self.path.startswith("/v1/") and "refused" in (self.headers.get("Authorization") or ""):
+            self._json(401, {"error": {"message": "invalid api key"}})
+            return True
+        return False
+
     def do_GET(self) -> None:
         path = self.path.partition("?")[0]  # a judge's base URL may carry a query (`?key=`)
+        if self._refused():
+            return
         if path == "/v1/models":
             with LOCK:
                 STATE["probes"] += 1
@@ -77,6 +86,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self._body()
         path, _, query = self.path.partition("?")
+        if self._refused():
+            return
         if path == "/_script":
             with LOCK:
                 STATE["rules"], STATE["default"] = body.get("rules", []), body.get("default", STATE["default"])

@@ -90,6 +90,7 @@ class JudgeClient:
         )
         self.slots = asyncio.Semaphore(settings.max_concurrency)
         self.reachable: bool | None = None
+        self.why: str | None = None  # why it is not reachable: a status or an exception's type, never a secret
         self.checked_at = 0.0
         self._probe: asyncio.Future[None] | None = None
 
@@ -115,32 +116,45 @@ class JudgeClient:
                 async with asyncio.timeout(self.settings.timeout_s):  # the whole call, not each httpx phase
                     async with self.client.stream("POST", "/chat/completions", json=body) as response:
                         if response.status_code != 200:
-                            self._heard(True)
+                            # a 5xx may be this prompt's (too long, say): the judge is up; a 401 or 403 is every call's
+                            self._answered(response.status_code, "POST /chat/completions", up_on_5xx=True)
                             return Failure("judge_error", f"the judge answered HTTP {response.status_code}")
                         content = await capped_body(response)
             except (TimeoutError, httpx.TimeoutException):
                 self._heard(True)  # it may be up and slow; a refused connection says otherwise
                 return Failure("judge_timeout", f"the judge did not answer within {self.settings.timeout_s:g}s")
             except httpx.HTTPError as exc:
-                self._heard(False)
+                self._heard(False, type(exc).__name__)
                 return Failure("judge_error", f"the judge could not be reached ({type(exc).__name__})")
         self._heard(True)
         if content is None:
             return Failure("judge_error", f"the judge's answer is over {MAX_REPLY_BYTES // 2**20} MiB")
         return reply_of(content)
 
-    def _heard(self, reachable: bool) -> None:
-        self.reachable, self.checked_at = reachable, time.monotonic()
+    def _heard(self, reachable: bool, why: str | None = None) -> None:
+        """The last word on the judge; a change to not reachable is logged once, not at every probe."""
+        if not reachable and self.reachable is not False:
+            log.warning("judge %s at %s cannot be reached (%s)", self.name, self.shown, why)
+        self.reachable, self.why, self.checked_at = reachable, None if reachable else why, time.monotonic()
+
+    def _answered(self, status: int, route: str, up_on_5xx: bool = False) -> None:
+        """An HTTP answer: the judge is up, unless it refused the key or the credentials (401, 403: every call will
+        fail) or, to a probe, failed itself (5xx)."""
+        if status in (401, 403):
+            self._heard(False, f"{route} answered {status}: the key or the credentials were refused")
+        elif status >= 500 and not up_on_5xx:
+            self._heard(False, f"{route} answered {status}")
+        else:
+            self._heard(True)
 
     async def probe(self) -> None:
         """GET /models: whether the judge answers, without asking it anything."""
         try:
             response = await self.client.get("/models", timeout=min(self.settings.timeout_s, PROBE_TIMEOUT_S))
-            self._heard(response.status_code < 500)
         except httpx.HTTPError as exc:
-            if self.reachable is not False:
-                log.warning("judge %s at %s cannot be reached (%s)", self.name, self.shown, type(exc).__name__)
-            self._heard(False)
+            self._heard(False, f"GET /models: {type(exc).__name__}")
+            return
+        self._answered(response.status_code, "GET /models")
 
     def probe_if_stale(self) -> None:
         """Start a probe in the background when the last word on the judge is old and none is under way."""
@@ -157,6 +171,7 @@ class JudgeClient:
             "base_url": self.shown,
             "model": settings.model,
             "reachable": self.reachable,
+            "why": self.why,
             "api_key": settings.api_key_env is not None,
             "max_concurrency": settings.max_concurrency,
             "timeout_s": settings.timeout_s,

@@ -22,6 +22,7 @@ from tests.conftest import Server, free_port, running_process, running_server
 
 KEY = "judge-test-key-" + uuid.uuid4().hex
 KEY_ENV = "JUDGE_TEST_API_KEY"
+REFUSED_KEY, REFUSED_KEY_ENV = "refused-" + uuid.uuid4().hex, "JUDGE_TEST_REFUSED_KEY"  # the stand-in answers 401
 PASSWORD, QUERY_KEY = "pw-" + uuid.uuid4().hex, "qk-" + uuid.uuid4().hex  # in the "vault" judge's base_url
 CONTEXT_CHARS = 3000
 
@@ -47,8 +48,10 @@ def server(
         "down": {"base_url": f"http://127.0.0.1:{free_port()}/v1", "model": "m", "timeout_s": 1.0},
         "vault": {"base_url": base.replace("//", f"//judge-user:{PASSWORD}@") + f"?key={QUERY_KEY}&v=2",
                   "model": "vault-model", "timeout_s": 3.0},
+        "refusing": {"base_url": base, "model": "m", "api_key_env": REFUSED_KEY_ENV, "timeout_s": 3.0},
     }  # fmt: skip
     monkeypatch_module.setenv(KEY_ENV, KEY)
+    monkeypatch_module.setenv(REFUSED_KEY_ENV, REFUSED_KEY)
     settings = {
         "judges": json.dumps(judges),
         "batch_timeout_s": 6,
@@ -296,7 +299,7 @@ def test_judges_are_listed_and_probed_without_secrets(server: Server, standin: s
     listed = httpx.get(f"{server.url}/v1/judges", timeout=5)
     assert listed.status_code == 200
     by_name = {judge["name"]: judge for judge in listed.json()["judges"]}
-    assert set(by_name) == {"grader", "serial", "down", "vault"}
+    assert set(by_name) == {"grader", "serial", "down", "vault", "refusing"}
     assert by_name["grader"]["api_key"] is True and by_name["serial"]["api_key"] is False
     assert by_name["grader"]["model"] == "grader-model" and by_name["grader"]["max_tokens"] == 17
     assert httpx.get(f"{standin}/_probes", timeout=5).json() >= 1  # GET /models, no prompt
@@ -321,6 +324,20 @@ def test_credentials_in_the_base_url_are_sent_as_basic_auth_and_query_never_show
     assert "HTTP Request: POST" in server.output()  # the lines that would carry them are there
     for secret in (PASSWORD, QUERY_KEY, "judge-user"):
         assert secret not in server.output() and secret not in json.dumps([ready, listed])
+
+
+def test_a_judge_that_refuses_the_key_is_not_reachable_and_says_why(server: Server) -> None:
+    """A judge answering 401 (or 403) is up but every call to it fails: /readyz says it is not reachable, and why,
+    without the key."""
+    [result] = score(server, [{**judged(f"x{tag()}", {}), "judge": {"judge": "refusing", "gold": "G"}}])
+    judge = result["components"]["judge"]
+    assert (judge["verdict"], judge["score"], judge["detail"]) == ("judge_error", None, "the judge answered HTTP 401")
+    ready = httpx.get(f"{server.url}/readyz", timeout=5)
+    shown = ready.json()["judges"]["refusing"]
+    assert shown["reachable"] is False and "401" in shown["why"] and "refused" in shown["why"]
+    assert ready.json()["judges"]["grader"]["why"] is None
+    for text in (ready.text, httpx.get(f"{server.url}/v1/judges", timeout=5).text, server.output()):
+        assert REFUSED_KEY not in text
 
 
 def test_a_judge_this_server_lacks_is_a_422(server: Server) -> None:
