@@ -27,7 +27,7 @@ import os
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
@@ -49,20 +49,21 @@ class Failure:
     reason: str
 
 
-def endpoint(url: str) -> tuple[str, list[tuple[str, str]], httpx.BasicAuth | None]:
+def endpoint(url: str) -> tuple[str, httpx.QueryParams, httpx.BasicAuth | None]:
     """The base URL's parts, each sent its own way: the URL without userinfo, query or fragment (what requests go
     to, and what is shown), the query's parameters (added to each request: a hosted API's `?key=`) and the userinfo
     as basic auth (percent-decoded). httpx logs each request's URL at INFO: the credentials are never in it.
 
-    >>> endpoint("https://user:p%40ss@judge:8000/v1?key=k#x")[:2]
-    ('https://judge:8000/v1', [('key', 'k')])
+    >>> bare, params, auth = endpoint("https://user:p%40ss@judge:8000/v1?key=k&v=#x")
+    >>> bare, str(params), auth is not None
+    ('https://judge:8000/v1', 'key=k&v=', True)
     """
     parts = urlsplit(url)
     auth = None
     if parts.username is not None or parts.password is not None:
         auth = httpx.BasicAuth(unquote(parts.username or ""), unquote(parts.password or ""))
     bare = urlsplit(shown_url(url))._replace(query="", fragment="").geturl().rstrip("/")
-    return bare, parse_qsl(parts.query, keep_blank_values=True), auth
+    return bare, httpx.QueryParams(parts.query), auth
 
 
 class _NoQuery(logging.Filter):
