@@ -1824,7 +1824,12 @@ class JudgeInfo(BaseModel):
     name: str = Field(..., description="What `judge` items name it by (`judge`).")
     base_url: str = Field(..., description="Its OpenAI-compatible endpoint, without credentials.")
     model: str
-    reachable: bool | None = Field(..., description="Whether it answered last (GET /models or a call); null: not yet.")
+    reachable: bool | None = Field(
+        ...,
+        description="Whether it answered last (GET /models or a call): an answer of 401 or 403 (the key or the "
+        "credentials refused) or a 5xx is not; null: not yet.",
+    )
+    why: str | None = Field(None, description="Why it is not reachable (no secret), when it is not.")
     api_key: bool = Field(..., description="Whether a key is sent (read from the environment).")
     max_concurrency: int
     timeout_s: float

@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Mapping
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -79,6 +80,14 @@ class JudgeSettings(BaseModel):
     context_chars: int = Field(
         8_000, ge=500, le=2_000_000, description="The prompt at most, in characters: a longer answer keeps its end."
     )
+
+    @model_validator(mode="after")
+    def _check_credentials(self) -> JudgeSettings:
+        parts = urlsplit(self.base_url)
+        if self.api_key_env is not None and (parts.username is not None or parts.password is not None):
+            # one Authorization header: a key and a user:password would each claim it
+            raise ValueError("api_key_env: the base_url holds credentials too: give the judge's key one way")
+        return self
 
 
 class VerifierSettings(BaseSettings):
@@ -156,7 +165,10 @@ class VerifierSettings(BaseSettings):
         "(/readyz shows it); its items are null (judge_error) until it can.",
     )
     judge_cache_size: int = Field(
-        100_000, ge=0, description="Judged (question, reference, answer) kept across requests."
+        100_000,
+        ge=0,
+        description="Judged (question, reference, answer) kept across requests, by a 32-byte digest: "
+        "about 200 bytes an entry whatever the answers' size.",
     )
 
     model_roots: tuple[str, ...] = Field(
