@@ -22,6 +22,7 @@ if not serving.is_serve_available():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # it builds and teaches a model, then starts transformers serve: minutes when busy
 def test_the_served_judge_bench_reports_both_rates_and_a_verdict_per_item(tmp_path: Path) -> None:
     out = tmp_path / "served.json"
     command = [sys.executable, str(ROOT / "bench" / "judge_served.py"), "--smoke", "--work", str(tmp_path / "work"),
