@@ -314,3 +314,43 @@ def test_every_compile_of_many_comes_back(local_executor: LiveExecutor) -> None:
     submissions = [Submission(s, (StdioTest("", str(i)),), language="cpp") for i, s in enumerate(sources)]
     results = local_executor.run_all(submissions)
     assert [(r.verdict, r.score) for r in results] == [(RunVerdict.OK, 1.0)] * 12, results
+
+
+LARGE_OUTPUT = "n = int(input())\nprint(0, n)\nprint('x' * 1_000_000)\n"  # a right pair, then a megabyte
+FIRST_LINE_CHECKER = """
+import sys
+n = int(open(sys.argv[1]).read())
+a, b = map(int, open(sys.argv[2]).readline().split())
+sys.exit(0 if a >= 0 and b >= 0 and a + b == n else 1)
+"""
+
+
+def test_a_checker_judges_each_output_as_it_comes_never_holding_them_all(
+    solo: LiveExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Verdicts, not outputs: with a checker, the host holds one program output per sandbox at a time (here one),
+    not every test's output until the checker's turn; per-test verdicts keep their order."""
+    import sandbox.executor as executor_module
+
+    alive, most = [0], [0]
+    to_check, spec_of = executor_module.output_to_check, executor_module.checker_spec
+
+    def counted_output(*args: object, **kwargs: object) -> object:
+        result = to_check(*args, **kwargs)  # type: ignore[arg-type]
+        if isinstance(result, bytes):
+            alive[0] += 1
+            most[0] = max(most[0], alive[0])
+        return result
+
+    def counted_spec(*args: object, **kwargs: object) -> object:
+        alive[0] -= 1
+        return spec_of(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(executor_module, "output_to_check", counted_output)
+    monkeypatch.setattr(executor_module, "checker_spec", counted_spec)
+    tests = tuple(StdioTest(f"{n}\n", f"{n} 0\n") for n in range(12))
+    tests += (StdioTest("-1\n", "no pair\n"),)  # the checker rejects (0 + -1 with a negative part)
+    submission = Submission(LARGE_OUTPUT, tests, checker=Checker(FIRST_LINE_CHECKER))
+    result = solo.call(solo.executor.run(submission))
+    assert verdicts(result) == [TestVerdict.PASSED] * 12 + [TestVerdict.WRONG_ANSWER], result
+    assert most[0] == 1 and alive[0] == 0, most
