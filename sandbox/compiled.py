@@ -3,14 +3,15 @@
 A C++ program is compiled once per distinct source and flags, in a sandbox (runner/native.py: g++ under its own
 limits; never in this process), and the binary comes back here. The cache holds it by the hash of flags and source,
 across requests, up to a size; every test gets its own copy written into its own scratch dir, so no submission can
-write a binary that another run executes. Compile errors are cached too; a compiler that ran out of wall time is not
-(that may be the host's load, not the source).
+write a binary that another run executes. Compile errors are cached too; a compiler that overran its limits is not
+(that may be the host's load, not the source), and one the sandbox could not run is null (see `built`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -36,7 +37,13 @@ def binary_key(source: str, flags: tuple[str, ...], files: tuple[tuple[str, str]
 
 def built(facts: dict[str, Any], limits: Limits) -> tuple[Built, bool]:
     """What a compile job's facts say: the binary, a compile error, or that the sandbox cannot compile; and whether
-    the answer is the source's own (cacheable)."""
+    the answer is the source's own (cacheable).
+
+    Only what the source alone decides is cached: a binary, or the compiler's own diagnostics. A compiler that
+    overran its limits (wall clock, CPU, memory, file size) is `compile_error` but not cached: near a limit the outcome
+    depends on the machine and its load, and a cached 0 would stand for good. A compiler the sandbox could not run
+    (it did not start, a fork failed, the kernel's OOM killer or a SIGKILL took it) is the infrastructure's failure:
+    `sandbox_unavailable` (null), never cached."""
     if facts.get("no_compiler"):
         return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=NO_COMPILER), False
     status = facts.get("status")
@@ -50,10 +57,34 @@ def built(facts: dict[str, Any], limits: Limits) -> tuple[Built, bool]:
     if isinstance(binary, str):
         return binary, True
     diagnostics = facts.get("diagnostics")
+    if facts.get("oom_killed") is True:
+        return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=OOM_KILLED), False
     if not isinstance(diagnostics, str):  # C died without a word: the compiler ran past its memory or CPU limit
         detail = f"the compiler was killed (limits: {limits.cpu_s:g} s of CPU, {limits.memory_mb} MB)"
         return RunResult(RunVerdict.COMPILE_ERROR, detail=detail), False
-    return RunResult(RunVerdict.COMPILE_ERROR, detail=first_lines(diagnostics) or "the compiler failed"), True
+    lines = diagnostics.splitlines()
+    if facts.get("compiler_status") == -1 or (lines and all(_INFRA_LINE.fullmatch(line) for line in lines)):
+        # the compiler did not start (native.py says so in its status, which no source writes), or only the driver
+        # spoke: a source's own diagnostic always comes with a line of its own (its place), so none is forged here
+        detail = f"the sandbox could not run the compiler: {first_lines(diagnostics)}"
+        return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=detail), False
+    error = RunResult(RunVerdict.COMPILE_ERROR, detail=first_lines(diagnostics) or "the compiler failed")
+    overran = any(_LIMIT_LINE.search(line) or _INFRA_LINE.fullmatch(line) for line in lines[-3:])
+    return error, not overran  # a source could write such a line itself: it only goes uncached
+
+
+# What the driver (g++) says when it could not run a compiler pass (a fork failed) or the pass was SIGKILLed (the OOM
+# killer), and its closing line.
+_INFRA_LINE = re.compile(
+    r"[\w.+/-]*g\+\+[\w.+-]*: fatal error: (?:Killed signal terminated program \S+|cannot execute '[^']*': .+)"
+    r"|compilation terminated\."
+)
+# What a compiler pass says when it overran its own limits: CPU (SIGXCPU), memory (RLIMIT_AS), file size (SIGXFSZ).
+_LIMIT_LINE = re.compile(
+    r"CPU time limit exceeded signal terminated|File size limit exceeded signal terminated|virtual memory exhausted"
+    r"|out of memory allocating|std::bad_alloc"
+)
+OOM_KILLED = "the compiler was killed by the sandbox's OOM killer (the machine's memory, not the source's)"
 
 
 def first_lines(text: str) -> str:

@@ -178,6 +178,61 @@ def test_a_sandbox_without_a_compiler_cannot_judge_never_0() -> None:
     assert getattr(timed_out, "verdict", None) == RunVerdict.COMPILE_ERROR and not keep  # the load's, maybe
 
 
+KILLED = "g++: fatal error: Killed signal terminated program cc1plus\ncompilation terminated.\n"  # as g++ 12 says
+NO_FORK = (
+    "g++: fatal error: cannot execute 'cc1plus': vfork: Resource temporarily unavailable\ncompilation terminated.\n"
+)
+OVERRAN = {
+    "cpu": "g++: fatal error: CPU time limit exceeded signal terminated program cc1plus\ncompilation terminated.\n",
+    "memory": "virtual memory exhausted: Cannot allocate memory\n",
+    "file size": "g++: fatal error: File size limit exceeded signal terminated program as\ncompilation terminated.\n",
+}
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        {"status": "ok", "diagnostics": KILLED, "compiler_status": 1},
+        {"status": "ok", "diagnostics": NO_FORK, "compiler_status": 1},
+        {"status": "ok", "diagnostics": "the compiler did not start: [Errno 11] EAGAIN", "compiler_status": -1},
+        {"status": "ok", "diagnostics": "main.cpp:1:1: error: x\n", "compiler_status": 1, "oom_killed": True},
+    ],
+    ids=["oom-killed cc1plus", "failed fork", "did not start", "oom killer"],
+)
+def test_a_compiler_the_sandbox_could_not_run_is_null_and_not_cached(facts: dict[str, object]) -> None:
+    result, keep = built(facts, Limits())
+    assert (getattr(result, "verdict", None), getattr(result, "score", 0), keep) == (
+        RunVerdict.SANDBOX_UNAVAILABLE, None, False
+    ), result  # fmt: skip
+
+    async def twice() -> list[object]:  # the next identical source compiles again, and gets its own answer
+        cache, answers = BinaryCache(1 << 20), iter([(result, keep), ("AAAA", True)])
+
+        async def build() -> tuple[object, bool]:
+            return next(answers)
+
+        return [await cache.get("k", build), await cache.get("k", build)]  # type: ignore[arg-type]
+
+    assert asyncio.run(twice()) == [result, "AAAA"]
+
+
+@pytest.mark.parametrize("limit", OVERRAN)
+def test_a_compiler_past_its_own_limits_is_a_compile_error_not_cached(limit: str) -> None:
+    result, keep = built({"status": "ok", "diagnostics": OVERRAN[limit], "compiler_status": 1}, Limits())
+    assert (getattr(result, "verdict", None), getattr(result, "score", None), keep) == (
+        RunVerdict.COMPILE_ERROR, 0.0, False
+    ), result  # fmt: skip
+
+
+def test_a_source_cannot_forge_the_drivers_words_into_a_null() -> None:
+    """static_assert's message may hold raw newlines, but the source's diagnostic has a line of its own first."""
+    forged = "main.cpp:1:15: error: static assertion failed: x\n" + KILLED
+    result, keep = built({"status": "ok", "diagnostics": forged, "compiler_status": 1}, Limits())
+    assert getattr(result, "verdict", None) == RunVerdict.COMPILE_ERROR and not keep, result
+    plain = "main.cpp:1:14: error: 'undefined' was not declared in this scope\n"
+    assert built({"status": "ok", "diagnostics": plain, "compiler_status": 1}, Limits())[1] is True
+
+
 def test_the_binary_cache_is_bounded_and_builds_each_key_once() -> None:
     calls: list[str] = []
 
