@@ -81,7 +81,7 @@ _INFRA_LINE = re.compile(
 )
 # What a compiler pass says when it overran its own limits: CPU (SIGXCPU), memory (RLIMIT_AS), file size (SIGXFSZ).
 _LIMIT_LINE = re.compile(
-    r"CPU time limit exceeded signal terminated|File size limit exceeded signal terminated|virtual memory exhausted"
+    r"CPU time limit exceeded signal terminated|File size limit exceeded signal terminated|memory exhausted"
     r"|out of memory allocating|std::bad_alloc"
 )
 OOM_KILLED = "the compiler was killed by the sandbox's OOM killer (the machine's memory, not the source's)"
@@ -95,13 +95,15 @@ def first_lines(text: str) -> str:
 
 class BinaryCache:
     """Built programs by key, least recently used first out past `max_bytes`; one build per key at a time (a GRPO
-    group's identical completions wait for the same compile)."""
+    group's identical completions wait for the same compile), stopped when every caller waiting for it gave up (an
+    item's batch deadline passed: no compile runs on past the deadline of every item that wants it)."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes, self.size = max_bytes, 0
         self.hits = self.misses = 0
         self._items: OrderedDict[str, Built] = OrderedDict()
         self._pending: dict[str, asyncio.Future[tuple[Built, bool]]] = {}
+        self._waiting: dict[asyncio.Future[tuple[Built, bool]], int] = {}  # callers waiting for each build
 
     async def get(self, key: str, build: Build) -> Built:
         if key in self._items:
@@ -116,8 +118,17 @@ class BinaryCache:
             task.add_done_callback(lambda done: self._done(key, done))
         else:
             self.hits += 1
-        # shielded: a caller that gives up (its deadline) does not cancel the build the others wait for
-        return (await asyncio.shield(task))[0]
+        # shielded: a caller that gives up (its deadline) does not cancel the build the others wait for; when the
+        # last one gives up, nobody wants it, and the build stops (its sandbox is replaced: the compiler dies)
+        self._waiting[task] = self._waiting.get(task, 0) + 1
+        try:
+            return (await asyncio.shield(task))[0]
+        finally:
+            self._waiting[task] -= 1
+            if not self._waiting[task]:
+                del self._waiting[task]
+                if not task.done():
+                    task.cancel()
 
     def _done(self, key: str, task: asyncio.Future[tuple[Built, bool]]) -> None:
         self._pending.pop(key, None)
@@ -138,7 +149,8 @@ class BinaryCache:
             self.size -= _size(old)
 
     def status(self) -> dict[str, int]:
-        return {"entries": len(self._items), "bytes": self.size, "hits": self.hits, "misses": self.misses}
+        return {"entries": len(self._items), "bytes": self.size, "hits": self.hits, "misses": self.misses,
+                "compiling": len(self._pending)}  # fmt: skip
 
 
 def _size(value: Built) -> int:

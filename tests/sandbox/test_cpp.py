@@ -409,3 +409,83 @@ def test_a_checker_judges_each_output_as_it_comes_never_holding_them_all(
     result = solo.call(solo.executor.run(submission))
     assert verdicts(result) == [TestVerdict.PASSED] * 12 + [TestVerdict.WRONG_ANSWER], result
     assert most[0] == 1 and alive[0] == 0, most
+
+
+def test_a_build_stops_when_every_caller_gave_up_and_not_before() -> None:
+    """A caller that gives up (its batch deadline) leaves the build to the others; the last one stops it."""
+    stopped: list[bool] = []
+
+    async def main() -> tuple[object, dict[str, int]]:
+        cache, started = BinaryCache(1 << 20), asyncio.Event()
+
+        async def slow() -> tuple[str, bool]:
+            started.set()
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                stopped.append(True)
+                raise
+            return "never", True
+
+        async def quick() -> tuple[str, bool]:
+            return "AAAA", True
+
+        first, second = (asyncio.ensure_future(cache.get("k", slow)) for _ in range(2))
+        await started.wait()
+        first.cancel()
+        await asyncio.gather(first, return_exceptions=True)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not stopped and cache.status()["compiling"] == 1  # the other caller still waits for it
+        second.cancel()
+        await asyncio.gather(second, return_exceptions=True)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return await cache.get("k", quick), cache.status()  # nothing cached: the next caller builds anew
+
+    again, status = asyncio.run(main())
+    assert stopped == [True] and again == "AAAA" and status["compiling"] == 0, status
+
+
+# Ten constant evaluations, each up to GCC's default budget of 2**33 operations (about a minute here): the compiler
+# runs for many minutes, on a few MB.
+SLOW_COMPILE = (
+    "constexpr long f(int k) { long s = 0; for (int i = 0; i < 200000; i++) for (int j = 0; j < 200000; j++)"
+    " s += i ^ j ^ k; return s; }\n"
+    + "".join(f"constexpr long v{k} = f({k});\n" for k in range(10))
+    + "int main() { return (int)(v0 + v9); }\n"
+)
+
+
+@pytest.mark.timeout(180, func_only=True)
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_a_compile_stops_when_its_caller_gives_up(request: pytest.FixtureRequest, backend: str) -> None:
+    """A run cancelled mid-compile (its batch deadline passed) stops the compiler: its sandbox is replaced at once,
+    long before the compile's own limits (here 10 minutes) would end it, and the next program runs."""
+    from tests.sandbox.conftest import start_executor
+
+    long_limits = Limits(wall_s=600, cpu_s=600, memory_mb=1024, max_processes=16, max_file_mb=16)
+    live = start_executor(backend, request, pool_size=1, compile_limits=long_limits)
+    executor = live.executor
+
+    async def give_up() -> dict[str, object]:
+        run = asyncio.ensure_future(executor.run(Submission(SLOW_COMPILE, ONE, language="cpp")))
+        while executor.status()["binaries"]["compiling"] == 0:  # type: ignore[attr-defined]
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1)  # the compiler runs
+        replaced = executor.status()["replaced"]  # type: ignore[attr-defined]
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+        for _ in range(600):  # the sandbox goes (killing the compiler) and a fresh one comes up
+            status = executor.status()  # type: ignore[attr-defined]
+            if status["binaries"]["compiling"] == 0 and status["replaced"] > replaced and status["idle"] == 1:
+                break
+            await asyncio.sleep(0.1)
+        return executor.status()  # type: ignore[attr-defined,no-any-return]
+
+    try:
+        status = live.call(give_up())
+        assert status["binaries"]["compiling"] == 0 and status["idle"] == 1, status  # type: ignore[index]
+        assert run(live, SUM, TESTS).score == 1.0
+    finally:
+        live.close()
