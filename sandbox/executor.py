@@ -138,8 +138,8 @@ def _facts(test: Test, facts: dict[str, Any]) -> dict[str, Any]:
     return facts
 
 
-def _checked_outcome(test: Test, facts: dict[str, Any]) -> TestOutcome:
-    return checker_outcome(facts)
+def _checked_outcome(points: bool, test: Test, facts: dict[str, Any]) -> TestOutcome:
+    return checker_outcome(facts, points)
 
 
 def _encoded(files: dict[str, str | bytes]) -> dict[str, str]:
@@ -334,7 +334,8 @@ class PooledExecutor:
         specs = [dict(test_spec(t), native=True) if native else test_spec(t) for t in tests]
         n = min(self.pool.size, max(1, len(specs) // MIN_TESTS_PER_PART))
         parts = [list(range(len(specs)))[p::n] for p in range(n)]
-        check = partial(self._check_one, checker, tests, limits, checker_native)
+        points = submission.checker is not None and submission.checker.points
+        check = partial(self._check_one, checker, tests, checker_native, points)
         try:
             async with asyncio.TaskGroup() as group:
                 tasks = [
@@ -373,14 +374,15 @@ class PooledExecutor:
         return outcomes
 
     async def _check_one(
-        self, checker: str, tests: tuple[Test, ...], limits: Limits, checker_native: bool, i: int, output: bytes
+        self, checker: str, tests: tuple[Test, ...], checker_native: bool, points: bool, i: int, output: bytes
     ) -> TestOutcome:
         """The checker's verdict on test i's output."""
         test = tests[i]
         assert isinstance(test, StdioTest)  # invalid_submission: a checker takes stdio tests only
         spec = checker_spec(test, output, checker_native)
         del output
-        checked = await self._collect_part(checker, (test,), [spec], [0], self.config.checker_limits, _checked_outcome)
+        judge = partial(_checked_outcome, points)
+        checked = await self._collect_part(checker, (test,), [spec], [0], self.config.checker_limits, judge)
         if isinstance(checked, str):  # a Python checker that does not compile
             raise CannotJudge(f"the checker does not compile: {checked}")
         return checked[0]

@@ -327,7 +327,7 @@ CHECKER_FAILURES = {
 @pytest.mark.parametrize("failure", CHECKER_FAILURES)
 def test_a_checker_that_fails_cannot_judge_never_0(executor: LiveExecutor, failure: str) -> None:
     checker = CHECKER_FAILURES[failure]
-    checker = checker if isinstance(checker, Checker) else Checker(checker)
+    checker = checker if isinstance(checker, Checker) else Checker(str(checker))
     right = next(iter(PAIRS))
     result = checked(executor, right, checker)
     assert (result.verdict, result.score) == (RunVerdict.INVALID_TEST, None), result
@@ -470,18 +470,18 @@ def test_a_compile_stops_when_its_caller_gives_up(request: pytest.FixtureRequest
 
     async def give_up() -> dict[str, object]:
         run = asyncio.ensure_future(executor.run(Submission(SLOW_COMPILE, ONE, language="cpp")))
-        while executor.status()["binaries"]["compiling"] == 0:  # type: ignore[attr-defined]
+        while executor.status()["binaries"]["compiling"] == 0:
             await asyncio.sleep(0.05)
         await asyncio.sleep(1)  # the compiler runs
-        replaced = executor.status()["replaced"]  # type: ignore[attr-defined]
+        replaced = executor.status()["replaced"]
         run.cancel()
         await asyncio.gather(run, return_exceptions=True)
         for _ in range(600):  # the sandbox goes (killing the compiler) and a fresh one comes up
-            status = executor.status()  # type: ignore[attr-defined]
+            status = executor.status()
             if status["binaries"]["compiling"] == 0 and status["replaced"] > replaced and status["idle"] == 1:
                 break
             await asyncio.sleep(0.1)
-        return executor.status()  # type: ignore[attr-defined,no-any-return]
+        return executor.status()
 
     try:
         status = live.call(give_up())
@@ -489,3 +489,40 @@ def test_a_compile_stops_when_its_caller_gives_up(request: pytest.FixtureRequest
         assert run(live, SUM, TESTS).score == 1.0
     finally:
         live.close()
+
+
+# Partial credit (CMS style): the checker echoes the program's output, which is the score to give (or "reject").
+ECHO_PROGRAM = "import sys\nsys.stdout.write(sys.stdin.read())\n"
+SCORE_CHECKER = """
+import sys
+line = open(sys.argv[2]).read()
+if line.startswith("reject"):
+    sys.exit(1)
+sys.stdout.write(line)
+"""
+
+
+def scored(executor: LiveExecutor, *outputs: str, points: bool = True):
+    tests = tuple(StdioTest(text, "the checker judges") for text in outputs)
+    submission = Submission(ECHO_PROGRAM, tests, checker=Checker(SCORE_CHECKER, points=points))
+    return executor.call(executor.executor.run(submission))
+
+
+def test_a_checker_with_points_gives_partial_credit_and_the_item_scores_their_mean(executor: LiveExecutor) -> None:
+    result = scored(executor, "1\n", "0.25\n", "0", "reject\n", "1.0 \nmore lines are the checker's own\n")
+    assert verdicts(result) == [TestVerdict.PASSED] + [TestVerdict.WRONG_ANSWER] * 3 + [TestVerdict.PASSED], result
+    assert [t.points for t in result.tests] == [1.0, 0.25, 0.0, None, 1.0]
+    assert result.score == pytest.approx((1 + 0.25 + 0 + 0 + 1) / 5) and result.passed == 2
+    assert "0.25" in (result.tests[1].detail or "")
+    plain = scored(executor, "0.25\n", "junk\n", points=False)  # without points, exit 0 is a pass, whatever it says
+    assert (plain.score, verdicts(plain)) == (1.0, [TestVerdict.PASSED] * 2)
+
+
+@pytest.mark.parametrize("first_line", ["", "\n0.5", "half", "1.5", "-0.1", "nan", "inf", "0.5 0.5", "1e999"])
+def test_a_checker_whose_score_is_missing_or_out_of_range_cannot_judge_never_0(
+    local_executor: LiveExecutor, first_line: str
+) -> None:
+    result = scored(local_executor, "1\n", first_line)
+    assert (result.verdict, result.score) == (RunVerdict.INVALID_TEST, None), result
+    assert "checker" in (result.detail or "")
+    assert not first_line.strip() or first_line.strip() not in (result.detail or "")  # never echoes what it printed

@@ -156,3 +156,28 @@ def test_the_service_answers_while_compile_bombs_compile(service: Server) -> Non
         assert time.monotonic() - started < 2.0, "the service held its event loop while compiling"
         got = pending.result(timeout=180)
     assert [r["components"]["code"]["verdict"] for r in got] == ["compile_error"] * 3
+
+
+SCORE_CHECKER = (
+    "import sys\nline = open(sys.argv[2]).read()\nsys.exit(1) if line.startswith('reject') else print(line)\n"
+)
+ECHO = "#include <cstdio>\nint main() { int c; while ((c = getchar()) != EOF) putchar(c); }\n"
+
+
+def test_a_checker_with_points_gives_partial_credit(service: Server) -> None:
+    """CMS style: the accepting checker's first line is the test's score; the item's score is the tests' mean."""
+    tests = [{"type": "stdio", "stdin": text, "stdout": "x"} for text in ("1\n", "0.5\n", "reject\n", "0.25\n")]
+
+    def item(points: object, *extra: str) -> dict[str, Any]:
+        spec_tests = tests + [{"type": "stdio", "stdin": text, "stdout": "x"} for text in extra]
+        checker = {"source": SCORE_CHECKER, "points": points}
+        return {"completion": completion(ECHO), "code": {"language": "cpp", "tests": spec_tests, "checker": checker}}
+
+    got = [r["components"]["code"] for r in results(service, [item(True), item(False), item(True, "two\n")])]
+    assert (got[0]["verdict"], got[0]["score"], got[0]["passed"]) == ("failed", pytest.approx(1.75 / 4), 1), got[0]
+    assert "0.5" in got[0]["tests"][1]["detail"]
+    assert (got[1]["verdict"], got[1]["score"]) == ("failed", 0.75), got[1]  # no points: exit 0 is a pass
+    assert (got[2]["verdict"], got[2]["score"]) == ("invalid_test", None), got[2]  # "two" is no score: null
+    response = httpx.post(f"{service.url}/v1/score", json={"items": [item("yes-please")]}, timeout=30)
+    assert response.status_code == 422 and "points" in response.json()["detail"], response.text
+    assert "yes-please" not in response.text
