@@ -57,6 +57,14 @@ class SandboxSettings(BaseModel):
         16, ge=1, le=256, description="The largest binary (and file) a C++ compile may write; in the 256 MB scratch."
     )
 
+    @model_validator(mode="after")
+    def _compile_fits(self) -> SandboxSettings:
+        # a Docker sandbox holds max_memory_mb (and its scratch): a compiler allowed more would meet the container's
+        # OOM killer, which is the sandbox's failure (null), not the source's compile error
+        if self.compile_memory_mb > self.max_memory_mb:
+            raise ValueError("VERIFIER_SANDBOX__COMPILE_MEMORY_MB must not exceed VERIFIER_SANDBOX__MAX_MEMORY_MB")
+        return self
+
 
 class SqlDatabase(BaseModel):
     """A read-only SQLite file that `sql` items may name (`"db": NAME`), pinned by its content's hash."""

@@ -92,6 +92,13 @@ def test_compile_limits_out_of_range_fail_naming_the_setting(
         VerifierSettings()
 
 
+def test_a_compile_may_not_have_more_memory_than_the_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VERIFIER_SANDBOX__MAX_MEMORY_MB", "1024")
+    monkeypatch.setenv("VERIFIER_SANDBOX__COMPILE_MEMORY_MB", "2048")
+    with pytest.raises(ValidationError, match="COMPILE_MEMORY_MB must not exceed"):
+        VerifierSettings()
+
+
 def test_an_internal_error_is_a_500_without_detail_and_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
     """A bug in the engine (the only way to a 500) still shows in verifier_requests_total."""
     from verifier_service.engine import Engine
