@@ -94,9 +94,8 @@ class Checker:
     source: str
     language: str = "python"  # or "cpp"
     files: tuple[tuple[str, str], ...] = ()  # (name, text) next to the source when it compiles: testlib.h
-    points: bool = (
-        False  # partial credit (CMS): an accepting checker's first stdout line is the test's score, in [0, 1]
-    )
+    # partial credit (CMS style): an accepting checker's first stdout line is the test's score, in [0, 1]
+    points: bool = False
 
 
 @dataclass(frozen=True)
