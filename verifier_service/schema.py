@@ -554,6 +554,11 @@ class CheckerSpec(_Strict):
         max_length=8,
         description="Files beside a C++ checker's source when it compiles (testlib.h, which no package index has).",
     )
+    points: StrictBool = Field(
+        False,
+        description="Partial credit (CMS style): an accepting checker (exit 0) prints the test's score in [0, 1] as "
+        "its first line of stdout; missing, not a number or out of range: the checker's failure (invalid_test, null).",
+    )
 
     @field_validator("files")
     @classmethod

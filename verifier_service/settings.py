@@ -51,6 +51,20 @@ class SandboxSettings(BaseModel):
     max_output_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_file_mb: int = Field(256, ge=1)
     compile_cache_mb: int = Field(256, ge=0, description="C++ binaries kept by the hash of source and flags.")
+    compile_wall_s: float = Field(30.0, gt=0, le=600, description="A C++ compile's wall clock.")
+    compile_cpu_s: float = Field(20.0, gt=0, le=600, description="A C++ compile's CPU time.")
+    compile_memory_mb: int = Field(1024, ge=256, le=65536, description="A C++ compile's address space, per process.")
+    compile_max_binary_mb: int = Field(
+        16, ge=1, le=256, description="The largest binary (and file) a C++ compile may write; in the 256 MB scratch."
+    )
+
+    @model_validator(mode="after")
+    def _compile_fits(self) -> SandboxSettings:
+        # a Docker sandbox holds max_memory_mb (and its scratch): a compiler allowed more would meet the container's
+        # OOM killer, which is the sandbox's failure (null), not the source's compile error
+        if self.compile_memory_mb > self.max_memory_mb:
+            raise ValueError("VERIFIER_SANDBOX__COMPILE_MEMORY_MB must not exceed VERIFIER_SANDBOX__MAX_MEMORY_MB")
+        return self
 
 
 class SqlDatabase(BaseModel):
