@@ -65,10 +65,10 @@ sys.exit(0 if words and words[0] in ("1", "100") else 1)
 """
 
 
-def test_sets(shape: str, tests_column: str | None) -> tuple[str, ...]:
+def chosen_sets(shape: str, tests_column: str | None) -> tuple[str, ...]:
     """The test sets a run uses: those `--tests_column` names (comma-separated), else the shape's default.
 
-    >>> test_sets("code_contests", "private_tests,generated_tests"), test_sets("codeforces", "tests")
+    >>> chosen_sets("code_contests", "private_tests,generated_tests"), chosen_sets("codeforces", "tests")
     (('private_tests', 'generated_tests'), ('official_tests', 'generated_tests'))
     """
     if tests_column is None or tests_column == DEFAULT_TESTS_COLUMN:
@@ -106,15 +106,15 @@ def skip_reason(shape: str, row: Mapping[str, Any], sets: Sequence[str] | None =
     language = row.get("language")
     if isinstance(language, str) and language.strip().lower() not in ("cpp", "c++", "cpp17", "c++17"):
         return "a prompt for another language"
-    if not tests(shape, row, sets):
+    if not stdio_tests(shape, row, sets):
         return "no tests in the chosen sets"
     return None
 
 
-def tests(shape: str, row: Mapping[str, Any], sets: Sequence[str]) -> list[dict[str, Any]]:
+def stdio_tests(shape: str, row: Mapping[str, Any], sets: Sequence[str]) -> list[dict[str, Any]]:
     """The row's stdio tests from the chosen sets, in order, at most MAX_TESTS.
 
-    >>> tests("code_contests", {"public_tests": {"input": ["1 2\\n"], "output": ["3\\n"]}}, ["public_tests"])
+    >>> stdio_tests("code_contests", {"public_tests": {"input": ["1 2\\n"], "output": ["3\\n"]}}, ["public_tests"])
     [{'type': 'stdio', 'stdin': '1 2\\n', 'stdout': '3\\n'}]
     """
     pairs: list[tuple[str, str]] = []
@@ -185,10 +185,10 @@ def contest_specs(shape: str, row: Mapping[str, Any], tests_column: str | None =
     {'code': {'language': 'cpp', 'tests': [{'type': 'stdio', 'stdin': '1\\n', 'stdout': '2\\n'}], 'cpu_s': 1.0,
      'timeout_s': 2.0, 'memory_mb': 256}}
     """
-    sets = test_sets(shape, tests_column)
+    sets = chosen_sets(shape, tests_column)
     if skip_reason(shape, row, sets) is not None:
         return {}
-    spec: dict[str, Any] = {"language": "cpp", "tests": tests(shape, row, sets), **limits(shape, row)}
+    spec: dict[str, Any] = {"language": "cpp", "tests": stdio_tests(shape, row, sets), **limits(shape, row)}
     judge = checker(row)
     if judge is not None:
         spec["checker"] = judge

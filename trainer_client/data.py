@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer_client.contests import skip_reason, test_sets
+from trainer_client.contests import skip_reason, chosen_sets
 from trainer_client.domains import (
     CONTEST_SHAPES,
     PROMPT_COLUMNS,
@@ -400,7 +400,7 @@ def load_prompts(
 def scorable(part: Dataset, shape: str, tests_column: str, name: str = "the dataset") -> Dataset:
     """A split's rows of a contest shape that can be scored (`contests.skip_reason`); the others are dropped, and
     how many for each reason is logged (a row with no reward would cost its generations for nothing)."""
-    sets = test_sets(shape, tests_column)
+    sets = chosen_sets(shape, tests_column)
     try:
         reasons = [skip_reason(shape, row, sets) for row in part]
     except ValueError as exc:
