@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer_client.contests import skip_reason, chosen_sets
+from trainer_client.contests import chosen_sets, skip_reason
 from trainer_client.domains import (
     CONTEST_SHAPES,
     PROMPT_COLUMNS,

@@ -152,10 +152,6 @@ def detect_shape(columns: Sequence[str]) -> str | None:
     ('open_instruct', 'bird')
     """
     present = set(columns)
-    if "official_tests" in present:
-        return "codeforces"
-    if {"public_tests", "private_tests"} <= present:
-        return "code_contests"
     if "verifier_metadata" in present or {"instruction_id_list", "kwargs"} <= present:
         return "ifeval"
     if "ground_truth" in present:
@@ -166,6 +162,10 @@ def detect_shape(columns: Sequence[str]) -> str | None:
         return "reasoning_gym"
     if present & {"schema", "schema_str"}:
         return "json_schema"
+    if "official_tests" in present:
+        return "codeforces"
+    if {"public_tests", "private_tests"} <= present:
+        return "code_contests"
     return None
 
 

@@ -5,6 +5,7 @@ training client's code reward through a real server on each sandbox backend, ope
 from __future__ import annotations
 
 from pathlib import Path
+
 import pytest
 
 from tests.conftest import Server

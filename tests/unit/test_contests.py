@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from trainer_client.contests import checker, contest_specs, limits, skip_reason, chosen_sets
+from trainer_client.contests import checker, chosen_sets, contest_specs, limits, skip_reason
 from trainer_client.data import CPP_SYSTEM_PROMPT, Columns, load_prompts
 from trainer_client.domains import SPEC_COLUMN, detect_shape, shape_specs
 from verifier_service.schema import CodeSpec
@@ -95,7 +95,7 @@ def test_rows_that_cannot_be_scored_are_skipped_with_a_count_per_reason(caplog: 
 def test_prepared_rows_get_the_statement_a_cpp_system_prompt_and_specs_the_service_takes() -> None:
     for name in ("codeforces.jsonl", "codeforces_prompts.jsonl", "code_contests.jsonl"):
         for row in prepared(name):
-            system, user = row["prompt"]
+            system, _ = row["prompt"]
             assert system == {"role": "system", "content": CPP_SYSTEM_PROMPT}
             assert set(row) == {"prompt", SPEC_COLUMN}
             CodeSpec.model_validate(json.loads(row[SPEC_COLUMN])["code"])
@@ -130,7 +130,9 @@ def test_open_r1s_generated_checker_is_called_its_way_and_answers_the_services(t
     assert run_checker(source, tmp_path, "5 6\n") == 1  # wrong sum: wrong answer
     assert run_checker(source, tmp_path, "five\n") == 1
     # open-r1's order is (input, correct output, program output): a checker that reads the wrong file would accept
-    order = 'import sys\nprint(1 if open(sys.argv[3]).read() == "mine\\n" and open(sys.argv[2]).read() == "5 5\\n" else 0)'
+    order = (
+        'import sys\nprint(1 if open(sys.argv[3]).read() == "mine\\n" and open(sys.argv[2]).read() == "5 5\\n" else 0)'
+    )
     assert run_checker(checker({"generated_checker": order})["source"], tmp_path, "mine\n") == 0  # type: ignore[index]
     assert run_checker(checker({"generated_checker": "print(100)"})["source"], tmp_path, "x") == 0  # type: ignore[index]
     crash = checker({"generated_checker": "raise RuntimeError('boom')"})
