@@ -99,8 +99,7 @@ class VerifierScriptArguments:
         metadata={
             "help": "Column of the code tests, for the code reward: a list of tests or its JSON string, or a list of "
             "assert strings (MBPP's test_list); a HumanEval test string when the dataset has an entry_point column. "
-            "Codeforces / CodeContests rows: the test sets, comma-separated (e.g. private_tests,generated_tests; "
-            "default: all)."
+            "Codeforces, CodeContests: the test sets, comma-separated (default: all)."
         },
     )
     tests_in_prompt: bool = field(
