@@ -44,6 +44,11 @@ DEFAULT_TEST_SETS = {
     "codeforces": ("official_tests", "generated_tests"),  # open-r1's: official plus generated (when in the rows)
     "code_contests": ("public_tests", "private_tests", "generated_tests"),  # all: AlphaCode's "correct"
 }
+# The columns skip_reason reads besides the test sets (reading only these is much faster on large datasets).
+SKIP_COLUMNS = (
+    "input_mode", "interaction_format", "official_tests_complete", "input_file", "output_file", "description",
+    "language",
+)  # fmt: skip
 DEFAULT_TESTS_COLUMN = "tests"  # data.Columns' default: no test sets named
 
 # open-r1's generated checker run as open-r1's Piston package runs it, in the service's checker convention.

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer_client.contests import chosen_sets, skip_reason
+from trainer_client.contests import SKIP_COLUMNS, chosen_sets, skip_reason
 from trainer_client.domains import (
     CONTEST_SHAPES,
     PROMPT_COLUMNS,
@@ -402,7 +402,8 @@ def scorable(part: Dataset, shape: str, tests_column: str, name: str = "the data
     how many for each reason is logged (a row with no reward would cost its generations for nothing)."""
     sets = chosen_sets(shape, tests_column)
     try:
-        reasons = [skip_reason(shape, row, sets) for row in part]
+        read = [column for column in (*SKIP_COLUMNS, *sets) if column in part.column_names]
+        reasons = [skip_reason(shape, row, sets) for row in part.select_columns(read)]  # not the statements
     except ValueError as exc:
         raise ValueError(f"a {shape} row: {exc}") from None
     skipped = Counter(reason for reason in reasons if reason is not None)
