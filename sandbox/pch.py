@@ -7,6 +7,8 @@ host, once per compiler: `make install` builds it (`python -m sandbox.pch`), and
 builds it as it starts, in the background (programs compile without it meanwhile). It lives in a cache directory of
 the service's own, one subdirectory per compiler build and flags (a g++ upgrade gets a new one: GCC rejects a .gch of
 another build), which each jail binds read-only at /opt/sandbox/pch (without bubblewrap the runner is told its path).
+A service that is not root takes root's (/var/cache/verifier-sandbox/pch: the service image's build makes it when it
+has g++) where it is there, else its own under ~/.cache.
 
     python -m sandbox.pch [--dir ROOT]    # build it if missing; print its directory
 """
@@ -30,11 +32,14 @@ log = logging.getLogger(__name__)
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 
 
+SYSTEM_ROOT = Path("/var/cache/verifier-sandbox/pch")
+
+
 def cache_root() -> Path:
     """Where the local backend keeps its .gch: /var/cache/verifier-sandbox/pch as root (readable by the sandbox
     uids: never under root's home), else $XDG_CACHE_HOME (~/.cache)/verifier-sandbox/pch."""
     if os.geteuid() == 0:
-        return Path("/var/cache/verifier-sandbox/pch")
+        return SYSTEM_ROOT
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base, "verifier-sandbox", "pch")
 
@@ -58,9 +63,12 @@ def local_dir(root: Path | None = None) -> Path | None:
     if gxx is None:
         return None
     try:
-        return (root or cache_root()) / compiler_key(gxx)
+        key = compiler_key(gxx)
     except (OSError, subprocess.SubprocessError):
         return None
+    if root is None and present(SYSTEM_ROOT / key):  # built by root (an image's build, `sudo make pch`): it will do
+        return SYSTEM_ROOT / key
+    return (root or cache_root()) / key
 
 
 def prepare(directory: Path) -> str | None:
@@ -70,10 +78,12 @@ def prepare(directory: Path) -> str | None:
         for path in (*reversed(directory.parents[:2]), directory, directory / "bits"):
             path.mkdir(mode=0o755, exist_ok=True)
             st = path.lstat()
-            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-                return f"{path} is not a directory of this user's"
-            if st.st_mode & 0o022:
-                os.chmod(path, 0o755)  # the umask may have left it group-writable: nobody else may write a .gch
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid not in (0, os.geteuid()):
+                return f"{path} is not a directory of this user's or root's"
+            if st.st_mode & 0o022:  # the umask may have left it group-writable: nobody else may write a .gch
+                if st.st_uid != os.geteuid():
+                    return f"{path} is writable by others"
+                os.chmod(path, 0o755)
     except OSError as exc:
         return f"cannot make {directory}: {exc.strerror}"
     if os.geteuid() == 0:  # the jails run as other uids, and bubblewrap binds the directory as theirs
