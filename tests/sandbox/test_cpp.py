@@ -390,6 +390,7 @@ def test_an_unusable_precompiled_header_costs_time_only(
     root.chmod(0o755)
     request.addfinalizer(lambda: shutil.rmtree(root, ignore_errors=True))
     monkeypatch.setattr(pch, "cache_root", lambda: root)
+    monkeypatch.setattr(pch, "SYSTEM_ROOT", root)  # never the host's own .gch
     directory = pch.local_dir()
     if directory is None:
         pytest.skip("no g++ on this host")
@@ -413,3 +414,25 @@ def test_pch_used_reads_gccs_trace() -> None:
     assert pch_used("main.cpp:1: warning: /opt/sandbox/pch/bits/stdc++.h.gch: not used because `X' is defined") is False
     assert pch_used(". /usr/include/c++/12/bits/stdc++.h\n") is None
     assert pch_used("! /elsewhere/bits/stdc++.h.gch", "/opt/sandbox/pch") is None
+
+
+def test_a_pch_directory_someone_else_owns_is_refused(request: pytest.FixtureRequest) -> None:
+    """A planted .gch would be read by every later compile: the local backend makes its directory private again
+    when the umask left it open, and takes none that another user owns."""
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from sandbox import pch
+
+    root = Path(tempfile.mkdtemp(prefix="cpp-pch-test-", dir="/var/tmp"))
+    root.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(root, ignore_errors=True))
+    directory = root / "pch" / "key"
+    assert pch.prepare(directory) is None
+    directory.chmod(0o777)
+    assert pch.prepare(directory) is None and directory.stat().st_mode & 0o777 == 0o755
+    if os.geteuid() == 0:  # only root can give it away
+        os.chown(directory, 12345, 12345)
+        assert "not a directory of this user's or root's" in (pch.prepare(directory) or "")
