@@ -168,11 +168,7 @@ class LocalExecutor(PooledExecutor):
         pythons = [self.config.local_python] if self.config.local_python else _python_candidates()
         bwrap = shutil.which("bwrap") if self._use_bwrap else None
         runner = runner_archive()
-        pch_dir = pch.local_dir()
-        problem = None if pch_dir is None else pch.prepare(pch_dir)
-        if problem is not None:
-            log.warning("no precompiled bits/stdc++.h for C++ programs: %s", problem)
-            pch_dir = None
+        pch_dir = _pch_dir()
         if bwrap:
             disable_userns = _bwrap_version(bwrap) >= (0, 8)
             for python in pythons:
@@ -251,6 +247,20 @@ class LocalExecutor(PooledExecutor):
             await sandbox.destroy()
             raise
         return sandbox
+
+
+def _pch_dir() -> Path | None:
+    """The host's directory for the precompiled bits/stdc++.h, made ready to bind, or None. Only a speed-up: nothing
+    that goes wrong here may keep a sandbox from starting."""
+    try:
+        directory = pch.local_dir()
+        problem = None if directory is None else pch.prepare(directory)
+    except Exception as exc:  # whatever it is, C++ compiles without it
+        problem, directory = f"{type(exc).__name__}: {exc}", None
+    if problem is not None:
+        log.warning("no precompiled bits/stdc++.h for C++ programs (about 1 s more a compile): %s", problem)
+        return None
+    return directory
 
 
 async def _expect_ready(sandbox: LocalSandbox) -> dict[str, Any]:
