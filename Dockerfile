@@ -2,10 +2,10 @@
 #   docker build -t reward-verifier .                                              # FROM python:3.12-slim
 #   docker build --build-arg BASE_IMAGE=verifier-base:offline -t reward-verifier .   # no registry: see docs/deploy.md
 # Two stages: the builder makes a virtual environment and pip-installs the project into it (not editable, no
-# [train] extra: no torch here); the final stage is the base image plus that venv, a non-root user and the
-# entrypoint. No compiler, no pip cache, no build tools in the final image: the builder compiles the project's C
-# modules (setup.py: repetition's n-gram count, steps' claim reader, langdetect's detection), and the final stage
-# copies the venv.
+# [train] extra; torch only with --build-arg VERIFIER_EXTRAS=models); the final stage is the base image plus that
+# venv, a non-root user and the entrypoint. No compiler, no pip cache, no build tools in the final image: the builder
+# compiles the project's C modules (setup.py: repetition's n-gram count, steps' claim reader, langdetect's detection),
+# and the final stage copies the venv.
 # Kept to what the classic builder understands (no BuildKit-only syntax): some engines here have no buildx.
 ARG BASE_IMAGE=python:3.12-slim
 
@@ -38,12 +38,16 @@ RUN set -eu; \
     fi
 
 # Dependencies first, from pyproject.toml alone: editing the code reuses this layer (and its downloads). With them
-# the `procedural` extra (reasoning-gym, for the component of that name).
-COPY pyproject.toml /src/
+# the `procedural` extra (reasoning-gym, for the component of that name) and the extras named in VERIFIER_EXTRAS
+# (spaces or commas): `models` puts torch and transformers in, for reward models in the service (VERIFIER_MODELS;
+# PyPI's Linux torch is the CUDA build: the image grows by several GB; PIP_EXTRA_INDEX_URL can name a CPU-only index).
+ARG VERIFIER_EXTRAS=""
+ARG PIP_EXTRA_INDEX_URL=""
+COPY pyproject.toml deploy/requirements.py /src/
 RUN set -eu; \
     if [ -s /tmp/pip-ca.pem ]; then export PIP_CERT=/tmp/pip-ca.pem; fi; \
-    python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
-        print("\n".join(p["dependencies"] + p["optional-dependencies"]["procedural"]))' > /tmp/requirements.txt; \
+    if [ -n "$PIP_EXTRA_INDEX_URL" ]; then export PIP_EXTRA_INDEX_URL; else unset PIP_EXTRA_INDEX_URL; fi; \
+    python requirements.py procedural $VERIFIER_EXTRAS > /tmp/requirements.txt; \
     pip install --quiet -r /tmp/requirements.txt 'setuptools>=77'
 
 COPY README.md setup.py /src/
@@ -58,7 +62,10 @@ RUN set -eu; \
     pip uninstall --quiet --yes setuptools pip; \
     python -P -c 'import verifier_service.app, verifier_service.scoring._repetition, sandbox.docker_backend, \
         verifier_service.scoring._arithmetic, verifier_service.scoring.instructions._langdetect, \
-        trainer_client, reasoning_gym'
+        trainer_client, reasoning_gym'; \
+    case " $(echo "$VERIFIER_EXTRAS" | tr , ' ') " in \
+        *" models "*) python -P -c 'import reward_models.runtime, torch, transformers';; \
+    esac
 
 FROM ${BASE_IMAGE}
 ARG BASE_IMAGE

@@ -101,14 +101,41 @@ def load_tokenizer(name: str, spec: ModelSpec) -> Any:
         ) from None
 
 
+def load_policy_tokenizer(name: str, spec: ModelSpec, own: Any) -> Any:
+    """The tokenizer that reads the token ids items carry: `spec.policy_tokenizer`, else the model's own (`own`)."""
+    if spec.policy_tokenizer is None:
+        return own
+    from reward_models.tokens import load_policy_tokenizer as load
+
+    try:
+        return load(spec.policy_tokenizer)
+    except Exception as exc:  # a missing or broken directory, an unknown tokenizer
+        public = f"the policy tokenizer cannot be loaded ({type(exc).__name__})"
+        raise ModelLoadError(
+            f"VERIFIER_MODELS: model {name!r}: cannot load policy_tokenizer {spec.policy_tokenizer!r}: "
+            f"{type(exc).__name__}: {exc}",
+            public,
+        ) from None
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where a completion's steps are in its token ids: each step's half-open range of them, or why none."""
+
+    spans: tuple[tuple[int, int], ...] | None
+    why: str | None = None
+
+
 class ScoredModel:
     """A model as the runtime calls it: `score` (rm) and `score_steps` (prm) put an outcome per input into `out` as
-    each batch finishes, and stop between batches once `stop` is set. A backend sets `tokenizer`, `max_tokens`,
-    and `version`, and gives `logits` and `step_scores`."""
+    each batch finishes, and stop between batches once `stop` is set; `locate` finds steps in the policy's token ids.
+    A backend sets `tokenizer`, `policy_tokenizer`, `max_tokens`, and `version`, and gives `logits` and
+    `step_scores`."""
 
     name: str
     spec: ModelSpec
     tokenizer: Any
+    policy_tokenizer: Any
     max_tokens: int
     version: str
 
@@ -222,6 +249,27 @@ class ScoredModel:
             good = math.isfinite(logit)
             outcomes.append(Outcome(logit if good else None, None if good else "model_error", tokens[index]))
         return outcomes
+
+    def locate(
+        self,
+        inputs: Sequence[tuple[Sequence[int], str, Sequence[tuple[int, int]]]],
+        stop: threading.Event,
+        out: dict[int, Located],
+    ) -> None:
+        """For each (ids, completion, step spans), the steps' token ranges in the ids, read with the policy's
+        tokenizer (reward_models/tokens.py), or why there are none; stop once `stop` is set."""
+        from reward_models.tokens import Unmapped, token_spans
+
+        for index, (ids, text, spans) in enumerate(inputs):
+            if stop.is_set():
+                return
+            try:
+                out[index] = Located(tuple(token_spans(self.policy_tokenizer, ids, text, spans)))
+            except Unmapped as exc:
+                out[index] = Located(None, str(exc))
+            except Exception:  # the tokenizer failed on these ids
+                log.exception("model %s: locating the steps in the token ids failed", self.name)
+                out[index] = Located(None, "the policy tokenizer failed on the token ids")
 
     # --- process reward models: a score per step ---------------------------------------------------------------
 

@@ -61,6 +61,7 @@ from reward_models.model import (
     Outcome,
     Reads,
     ScoredModel,
+    load_policy_tokenizer,
     load_tokenizer,
 )
 from reward_models.spec import ModelSpec, shown_url
@@ -128,6 +129,7 @@ class RemoteModel(ScoredModel):
         self.name, self.spec = name, spec
         key = engine_key(name, spec)
         self.tokenizer = load_tokenizer(name, spec)
+        self.policy_tokenizer = load_policy_tokenizer(name, spec, self.tokenizer)
         assert spec.url is not None and spec.max_tokens is not None  # ModelSpec checked both
         self.max_tokens = spec.max_tokens
         self.served = spec.served_model or spec.path

@@ -40,12 +40,14 @@ from reward_models.model import (
     TOKENIZE_CHUNK,
     BatchFailed,
     Failure,
+    Located,
     ModelLoadError,
     Outcome,
     PrmInput,
     Reads,
     RmInput,
     ScoredModel,
+    load_policy_tokenizer,
 )
 from reward_models.spec import ModelSpec, shown_url
 
@@ -55,6 +57,7 @@ __all__ = [
     "BatchFailed",
     "Failure",
     "LoadedModel",
+    "Located",
     "ModelLoadError",
     "ModelRuntime",
     "Outcome",
@@ -151,6 +154,7 @@ class LoadedModel(ScoredModel):
                 f"VERIFIER_MODELS: model {name!r}: cannot load {spec.path!r}: {detail}", public, out_of_room=room
             ) from None
         self.model = model.eval()
+        self.policy_tokenizer = load_policy_tokenizer(name, spec, self.tokenizer)
         config = self.model.config
         if spec.kind == "rm" and config.num_labels != 1:
             why = f"kind rm needs a sequence-classification model with num_labels 1, this one has {config.num_labels}"
@@ -419,16 +423,31 @@ class ModelRuntime:
         model = model or self._models[name]
         return await self._call(model, model.score_steps, inputs, deadline)
 
+    async def locate(
+        self,
+        model: ScoredModel,
+        inputs: Sequence[tuple[Sequence[int], str, Sequence[tuple[int, int]]]],
+        deadline: float,
+    ) -> list[Located | None]:
+        """For each (token ids, completion, step spans), the steps' token ranges, found by `model` (a version `pin`
+        gave) in its thread by the loop time `deadline`; None for an input not reached by then."""
+        failed = Located(None, "the policy tokenizer failed on the token ids")
+        return (await self._call(model, model.locate, inputs, deadline, failed))[1]
+
     async def _call(
         self,
         model: ScoredModel,
-        method: Callable[[Any, threading.Event, dict[int, Outcome]], None],
+        method: Callable[[Any, threading.Event, dict[int, Any]], None],
         inputs: Sequence[Any],
         deadline: float,
-    ) -> tuple[str, list[Outcome | None]]:
+        failed: Any = None,
+    ) -> tuple[str, list[Any]]:
+        """`method` over the inputs in the model's thread: the version and each input's answer (None: not reached by
+        the deadline; `failed`, default model_error, for each input should the call itself fail)."""
         name = model.name
+        failed = Outcome(None, "model_error") if failed is None else failed
         loop = asyncio.get_running_loop()
-        stop, out = threading.Event(), dict[int, Outcome]()
+        stop, out = threading.Event(), dict[int, Any]()
         self._stops.add(stop)
         work = loop.run_in_executor(self._thread(name, model.spec), method, inputs, stop, out)
         try:
@@ -437,7 +456,7 @@ class ModelRuntime:
             pass
         except Exception:
             log.exception("model %s: scoring failed", name)
-            out = {index: out.get(index, Outcome(None, "model_error")) for index in range(len(inputs))}
+            out = {index: out.get(index, failed) for index in range(len(inputs))}
         finally:
             stop.set()
             self._stops.discard(stop)

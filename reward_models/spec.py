@@ -70,6 +70,14 @@ class ModelSpec(BaseModel):
         description="Tokens in one forward pass at most, padding counted: bounds the memory a batch takes (for an "
         "engine, the tokens in one request to it).",
     )
+    policy_tokenizer: str | None = Field(
+        None,
+        min_length=1,
+        max_length=1000,
+        description="prm, prm_lm: the tokenizer of the policy whose token ids items carry (completion_ids), a local "
+        "directory or a hub id, loaded at start: with it each step gets its token indices. Default: the model's own "
+        "tokenizer.",
+    )
     url: str | None = Field(
         None,
         min_length=1,
@@ -98,6 +106,8 @@ class ModelSpec(BaseModel):
     def _one_input_fits(self) -> ModelSpec:
         if self.max_tokens is not None and self.max_tokens > self.batch_tokens:
             raise ValueError("max_tokens must be at most batch_tokens: the longest input must fit in one forward pass")
+        if self.policy_tokenizer is not None and self.kind not in PRM_KINDS:
+            raise ValueError("policy_tokenizer: applies to a process reward model (kind prm or prm_lm) only")
         return self
 
     @model_validator(mode="after")

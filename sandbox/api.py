@@ -96,6 +96,8 @@ class Checker:
     source: str
     language: str = "python"  # or "cpp"
     files: tuple[tuple[str, str], ...] = ()  # (name, text) next to the source when it compiles: testlib.h
+    # partial credit (CMS style): an accepting checker's first stdout line is the test's score, in [0, 1]
+    points: bool = False
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,12 @@ class TestOutcome:
     verdict: TestVerdict
     detail: str | None = None  # short, human, never the submitted code or a traceback longer than a line
     wall_s: float | None = None
+    points: float | None = None  # a checker's partial credit, in [0, 1] (Checker.points); None: 1 if passed, else 0
+
+    @property
+    def score(self) -> float:
+        """The test's share of credit: the checker's points where it gave some, else 1 for a pass and 0 otherwise."""
+        return self.points if self.points is not None else float(self.verdict == TestVerdict.PASSED)
 
     def __post_init__(self) -> None:  # the one place every detail passes, whichever fact it quotes: see encodable
         object.__setattr__(self, "detail", encodable(self.detail))
@@ -143,10 +151,13 @@ class RunResult:
 
     @property
     def score(self) -> float | None:
-        """passed / total; 0.0 for no code or a compile error; None where the verifier cannot judge."""
+        """The mean of the tests' scores (passed / total, where no checker gives partial credit); 0.0 for no code or
+        a compile error; None where the verifier cannot judge."""
         if not self.verdict.judged:
             return None
-        return self.passed / len(self.tests) if self.verdict == RunVerdict.OK and self.tests else 0.0
+        return (
+            sum(t.score for t in self.tests) / len(self.tests) if self.verdict == RunVerdict.OK and self.tests else 0.0
+        )
 
 
 CPP_FLAGS = native.CPP_FLAGS  # -O2 -std=gnu++17 -DONLINE_JUDGE -pipe, as Codeforces and open-r1 compile

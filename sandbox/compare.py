@@ -362,15 +362,39 @@ def output_to_check(test: Test, facts: Facts, limits: Limits) -> TestOutcome | b
     return outcome(test, facts, limits)
 
 
-def checker_outcome(facts: Facts) -> TestOutcome:
+def checker_outcome(facts: Facts, points: bool = False) -> TestOutcome:
     """A checker's run: exit 0 passes, 1 and 2 are the program's wrong answer; anything else is the checker's own
-    failure, never the program's: CannotJudge (null)."""
+    failure, never the program's: CannotJudge (null). With `points` (CMS style), an accepting checker's first line
+    of stdout is the test's score in [0, 1]: 1 passes, less is a wrong answer earning that share; a first line that
+    is missing, not a number, or out of [0, 1] is the checker's failure too."""
     if facts.get("raised"):  # a Python checker's uncaught exception (it would exit 1: not a wrong answer)
         raise CannotJudge(f"the checker failed: {str(facts['raised'])[:200]}")
     code = facts.get("code") if facts.get("status") == "ok" and facts.get("exited") is not False else None
+    if code == 0 and points:
+        return _points(facts)
     if code == 0:
         return TestOutcome(TestVerdict.PASSED)
     if code in CHECKER_VERDICTS:
         return TestOutcome(TestVerdict.WRONG_ANSWER, CHECKER_VERDICTS[code])
     why = f"ran past its limits ({facts.get('status')})" if facts.get("status") != "ok" else _exit_detail(code)
     raise CannotJudge(f"the checker failed: {why}")
+
+
+def _points(facts: Facts) -> TestOutcome:
+    """An accepting checker's score: the first line of its stdout, a number in [0, 1] (nothing else on that line)."""
+    first = stdout_of(facts).split("\n", 1)[0].strip()
+    try:
+        score = float(first) if _NUMBER.fullmatch(first) else math.nan
+    except (ValueError, OverflowError):
+        score = math.nan
+    if not 0.0 <= score <= 1.0:  # NaN too
+        why = "no score on its first line" if not first else "a first line that is not a score in [0, 1]"
+        raise CannotJudge(f"the checker accepted with points, but printed {why}")
+    if score == 1.0:
+        return TestOutcome(TestVerdict.PASSED, points=1.0)
+    return TestOutcome(
+        TestVerdict.WRONG_ANSWER, f"partial credit: {score:.6g} of the test (the checker's score)", points=score
+    )
+
+
+_NUMBER = re.compile(r"[+]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")

@@ -3,14 +3,15 @@
 A C++ program is compiled once per distinct source and flags, in a sandbox (runner/native.py: g++ under its own
 limits; never in this process), and the binary comes back here. The cache holds it by the hash of flags and source,
 across requests, up to a size; every test gets its own copy written into its own scratch dir, so no submission can
-write a binary that another run executes. Compile errors are cached too; a compiler that ran out of wall time is not
-(that may be the host's load, not the source).
+write a binary that another run executes. Compile errors are cached too; a compiler that overran its limits is not
+(that may be the host's load, not the source), and one the sandbox could not run is null (see `built`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -36,7 +37,13 @@ def binary_key(source: str, flags: tuple[str, ...], files: tuple[tuple[str, str]
 
 def built(facts: dict[str, Any], limits: Limits) -> tuple[Built, bool]:
     """What a compile job's facts say: the binary, a compile error, or that the sandbox cannot compile; and whether
-    the answer is the source's own (cacheable)."""
+    the answer is the source's own (cacheable).
+
+    Only what the source alone decides is cached: a binary, or the compiler's own diagnostics. A compiler that
+    overran its limits (wall clock, CPU, memory, file size) is `compile_error` but not cached: near a limit the outcome
+    depends on the machine and its load, and a cached 0 would stand for good. A compiler the sandbox could not run
+    (it did not start, a fork failed, the kernel's OOM killer or a SIGKILL took it) is the infrastructure's failure:
+    `sandbox_unavailable` (null), never cached."""
     if facts.get("no_compiler"):
         return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=NO_COMPILER), False
     status = facts.get("status")
@@ -50,10 +57,34 @@ def built(facts: dict[str, Any], limits: Limits) -> tuple[Built, bool]:
     if isinstance(binary, str):
         return binary, True
     diagnostics = facts.get("diagnostics")
+    if facts.get("oom_killed") is True:
+        return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=OOM_KILLED), False
     if not isinstance(diagnostics, str):  # C died without a word: the compiler ran past its memory or CPU limit
         detail = f"the compiler was killed (limits: {limits.cpu_s:g} s of CPU, {limits.memory_mb} MB)"
         return RunResult(RunVerdict.COMPILE_ERROR, detail=detail), False
-    return RunResult(RunVerdict.COMPILE_ERROR, detail=first_lines(diagnostics) or "the compiler failed"), True
+    lines = diagnostics.splitlines()
+    if facts.get("compiler_status") == -1 or (lines and all(_INFRA_LINE.fullmatch(line) for line in lines)):
+        # the compiler did not start (native.py says so in its status, which no source writes), or only the driver
+        # spoke: a source's own diagnostic always comes with a line of its own (its place), so none is forged here
+        detail = f"the sandbox could not run the compiler: {first_lines(diagnostics)}"
+        return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=detail), False
+    error = RunResult(RunVerdict.COMPILE_ERROR, detail=first_lines(diagnostics) or "the compiler failed")
+    overran = any(_LIMIT_LINE.search(line) or _INFRA_LINE.fullmatch(line) for line in lines[-3:])
+    return error, not overran  # a source could write such a line itself: it only goes uncached
+
+
+# What the driver (g++) says when it could not run a compiler pass (a fork failed) or the pass was SIGKILLed (the OOM
+# killer), and its closing line.
+_INFRA_LINE = re.compile(
+    r"[\w.+/-]*g\+\+[\w.+-]*: fatal error: (?:Killed signal terminated program \S+|cannot execute '[^']*': .+)"
+    r"|compilation terminated\."
+)
+# What a compiler pass says when it overran its own limits: CPU (SIGXCPU), memory (RLIMIT_AS), file size (SIGXFSZ).
+_LIMIT_LINE = re.compile(
+    r"CPU time limit exceeded signal terminated|File size limit exceeded signal terminated|memory exhausted"
+    r"|out of memory allocating|std::bad_alloc"
+)
+OOM_KILLED = "the compiler was killed by the sandbox's OOM killer (the machine's memory, not the source's)"
 
 
 def first_lines(text: str) -> str:
@@ -64,13 +95,15 @@ def first_lines(text: str) -> str:
 
 class BinaryCache:
     """Built programs by key, least recently used first out past `max_bytes`; one build per key at a time (a GRPO
-    group's identical completions wait for the same compile)."""
+    group's identical completions wait for the same compile), stopped when every caller waiting for it gave up (an
+    item's batch deadline passed: no compile runs on past the deadline of every item that wants it)."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes, self.size = max_bytes, 0
         self.hits = self.misses = 0
         self._items: OrderedDict[str, Built] = OrderedDict()
         self._pending: dict[str, asyncio.Future[tuple[Built, bool]]] = {}
+        self._waiting: dict[asyncio.Future[tuple[Built, bool]], int] = {}  # callers waiting for each build
 
     async def get(self, key: str, build: Build) -> Built:
         if key in self._items:
@@ -85,8 +118,17 @@ class BinaryCache:
             task.add_done_callback(lambda done: self._done(key, done))
         else:
             self.hits += 1
-        # shielded: a caller that gives up (its deadline) does not cancel the build the others wait for
-        return (await asyncio.shield(task))[0]
+        # shielded: a caller that gives up (its deadline) does not cancel the build the others wait for; when the
+        # last one gives up, nobody wants it, and the build stops (its sandbox is replaced: the compiler dies)
+        self._waiting[task] = self._waiting.get(task, 0) + 1
+        try:
+            return (await asyncio.shield(task))[0]
+        finally:
+            self._waiting[task] -= 1
+            if not self._waiting[task]:
+                del self._waiting[task]
+                if not task.done():
+                    task.cancel()
 
     def _done(self, key: str, task: asyncio.Future[tuple[Built, bool]]) -> None:
         self._pending.pop(key, None)
@@ -107,7 +149,8 @@ class BinaryCache:
             self.size -= _size(old)
 
     def status(self) -> dict[str, int]:
-        return {"entries": len(self._items), "bytes": self.size, "hits": self.hits, "misses": self.misses}
+        return {"entries": len(self._items), "bytes": self.size, "hits": self.hits, "misses": self.misses,
+                "compiling": len(self._pending)}  # fmt: skip
 
 
 def _size(value: Built) -> int:

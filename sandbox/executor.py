@@ -13,7 +13,7 @@ import json
 import logging
 import re
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, Generic, TypeVar
@@ -138,8 +138,8 @@ def _facts(test: Test, facts: dict[str, Any]) -> dict[str, Any]:
     return facts
 
 
-def _checked_outcome(test: Test, facts: dict[str, Any]) -> TestOutcome:
-    return checker_outcome(facts)
+def _checked_outcome(points: bool, test: Test, facts: dict[str, Any]) -> TestOutcome:
+    return checker_outcome(facts, points)
 
 
 def _encoded(files: dict[str, str | bytes]) -> dict[str, str]:
@@ -366,23 +366,66 @@ class PooledExecutor:
     async def _checked(
         self, program: str, submission: Submission, limits: Limits, checker: str, checker_native: bool
     ) -> dict[int, TestOutcome] | str:
-        """Run the program; then the checker on each test the program ran to a clean end, as `checker input output
-        answer` in a sandbox (files in its fresh scratch dir)."""
+        """Run the program on each test, and the checker on each test the program ran to a clean end as soon as it
+        did, as `checker input output answer` in a sandbox (files in its fresh scratch dir). The tests are split
+        over parts as `_collect` splits them; each part takes its tests one by one, program then checker, so the
+        host holds at most one program output per part (per sandbox) at a time: verdicts, not outputs."""
         tests, native = submission.tests, submission.language == "cpp"
-        ran = await self._collect(program, tests, limits, partial(output_to_check, limits=limits), native)
-        if isinstance(ran, str):
-            return ran
-        outcomes = {i: o for i, o in ran.items() if isinstance(o, TestOutcome)}
-        order = sorted(i for i, o in ran.items() if isinstance(o, bytes))
-        if order:
-            specs = [checker_spec(tests[i], ran.pop(i), checker_native) for i in order]  # type: ignore[arg-type]
-            checked = await self._collect(
-                checker, tuple(tests[i] for i in order), self.config.checker_limits, _checked_outcome, specs=specs
-            )
-            if isinstance(checked, str):  # a Python checker that does not compile
-                raise CannotJudge(f"the checker does not compile: {checked}")
-            outcomes.update((order[j], o) for j, o in checked.items())
+        specs = [dict(test_spec(t), native=True) if native else test_spec(t) for t in tests]
+        n = min(self.pool.size, max(1, len(specs) // MIN_TESTS_PER_PART))
+        parts = [list(range(len(specs)))[p::n] for p in range(n)]
+        points = submission.checker is not None and submission.checker.points
+        check = partial(self._check_one, checker, tests, checker_native, points)
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [
+                    group.create_task(self._checked_part(program, tests, specs, part, limits, check)) for part in parts
+                ]
+        except* SandboxUnavailable as failed:
+            raise failed.exceptions[0] from None
+        except* CannotJudge as invalid:
+            raise invalid.exceptions[0] from None
+        outcomes: dict[int, TestOutcome] = {}
+        for task in tasks:
+            part = task.result()
+            if isinstance(part, str):
+                return part
+            outcomes.update(part)
         return outcomes
+
+    async def _checked_part(
+        self,
+        program: str,
+        tests: tuple[Test, ...],
+        specs: list[dict[str, Any]],
+        indices: list[int],
+        limits: Limits,
+        check: Callable[[int, bytes], Awaitable[TestOutcome]],
+    ) -> dict[int, TestOutcome] | str:
+        """One part's tests in order: the program's run, then (a clean run) the checker's, before the next test."""
+        outcomes: dict[int, TestOutcome] = {}
+        for i in indices:
+            ran = await self._collect_part(program, tests, specs, [i], limits, partial(output_to_check, limits=limits))
+            if isinstance(ran, str):
+                return ran
+            result = ran.pop(i)
+            outcomes[i] = await check(i, result) if isinstance(result, bytes) else result
+            del ran, result  # the output goes as soon as the checker has it
+        return outcomes
+
+    async def _check_one(
+        self, checker: str, tests: tuple[Test, ...], checker_native: bool, points: bool, i: int, output: bytes
+    ) -> TestOutcome:
+        """The checker's verdict on test i's output."""
+        test = tests[i]
+        assert isinstance(test, StdioTest)  # invalid_submission: a checker takes stdio tests only
+        spec = checker_spec(test, output, checker_native)
+        del output
+        judge = partial(_checked_outcome, points)
+        checked = await self._collect_part(checker, (test,), [spec], [0], self.config.checker_limits, judge)
+        if isinstance(checked, str):  # a Python checker that does not compile
+            raise CannotJudge(f"the checker does not compile: {checked}")
+        return checked[0]
 
     async def _collect(
         self,

@@ -9,12 +9,14 @@ the protocol (what it sends, how it reads every kind of answer, its limits) with
 - `POST /v1/chat/completions {"model", "messages", "temperature", "max_tokens"}` -> `{"id", "object":
   "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": REPLY}, "finish_reason":
   "stop"}]}`, REPLY from the first rule whose every `contains` string is in the last message's content.
-- `POST /_script {"rules": [{"contains": [str], "reply": str, "status": int, "raw": str, "delay_s": float}],
-  "default": {...}, "exact": {PROMPT: {...}}}`: a rule answers `reply` after `delay_s`, or HTTP `status` with an
-  error body, or the `raw` body as it is (malformed); the default answers what no rule matches. `exact` (optional)
+- `POST /_script {"rules": [{"contains": [str], "reply": str, "status": int, "raw": str, "delay_s": float,
+  "drip_s": float}], "default": {...}, "exact": {PROMPT: {...}}}`: a rule answers `reply` after `delay_s`, or HTTP
+  `status` with an error body, or the `raw` body as it is (malformed); with `drip_s` the body is sent in 8 pieces,
+  `drip_s` apart (each piece soon, the whole late); the default answers what no rule matches. `exact` (optional)
   maps whole prompts to rules, looked up before `rules` in constant time: bench/judge_rescue.py scripts thousands.
+- A request to /v1/ whose Authorization holds "refused" is answered 401, as an API answers a key it refuses.
 - `GET /_requests` lists what the chat route received: `{"model", "prompt", "temperature", "max_tokens",
-  "authorization"}`; `GET /_count` counts them; `GET /_probes` counts the GETs of /v1/models.
+  "authorization", "query"}`; `GET /_count` counts them; `GET /_probes` counts the GETs of /v1/models.
 """
 
 from __future__ import annotations
@@ -36,12 +38,19 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def _send(self, status: int, body: bytes, kind: str = "application/json") -> None:
+    def _send(self, status: int, body: bytes, kind: str = "application/json", drip_s: float = 0.0) -> None:
         self.send_response(status)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        if not drip_s:
+            self.wfile.write(body)
+            return
+        step = -(-len(body) // 8)
+        for start in range(0, len(body), step):
+            self.wfile.write(body[start : start + step])
+            self.wfile.flush()
+            time.sleep(drip_s)
 
     def _json(self, status: int, value: Any) -> None:
         self._send(status, json.dumps(value).encode())
@@ -49,8 +58,17 @@ class Handler(BaseHTTPRequestHandler):
     def _body(self) -> Any:
         return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
 
+    def _refused(self) -> bool:
+        if self.path.startswith("/v1/") and "refused" in (self.headers.get("Authorization") or ""):
+            self._json(401, {"error": {"message": "invalid api key"}})
+            return True
+        return False
+
     def do_GET(self) -> None:
-        if self.path == "/v1/models":
+        path = self.path.partition("?")[0]  # a judge's base URL may carry a query (`?key=`)
+        if self._refused():
+            return
+        if path == "/v1/models":
             with LOCK:
                 STATE["probes"] += 1
             self._json(200, {"object": "list", "data": [{"id": "standin", "object": "model"}]})
@@ -67,21 +85,26 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self._body()
-        if self.path == "/_script":
+        path, _, query = self.path.partition("?")
+        if self._refused():
+            return
+        if path == "/_script":
             with LOCK:
                 STATE["rules"], STATE["default"] = body.get("rules", []), body.get("default", STATE["default"])
                 STATE["exact"] = body.get("exact", {})
             self._json(200, {"ok": True})
-        elif self.path == "/v1/chat/completions":
-            self._chat(body)
+        elif path == "/v1/chat/completions":
+            self._chat(body, query)
         else:
             self._json(404, {"error": "not found"})
 
-    def _chat(self, body: dict[str, Any]) -> None:
+    def _chat(self, body: dict[str, Any], query: str) -> None:
         prompt = body["messages"][-1]["content"]
         seen = {key: body.get(key) for key in ("model", "temperature", "max_tokens")}
         with LOCK:
-            STATE["requests"].append({**seen, "prompt": prompt, "authorization": self.headers.get("Authorization")})
+            STATE["requests"].append(
+                {**seen, "prompt": prompt, "authorization": self.headers.get("Authorization"), "query": query}
+            )
             rules = list(STATE["rules"])
             default, exact = STATE["default"], STATE["exact"].get(prompt)
         rule = exact or next((r for r in rules if all(text in prompt for text in r.get("contains", []))), default)
@@ -93,7 +116,8 @@ class Handler(BaseHTTPRequestHandler):
         else:
             message = {"role": "assistant", "content": rule["reply"]}
             choice = {"index": 0, "message": message, "finish_reason": "stop"}
-            self._json(200, {"id": "chatcmpl-standin", "object": "chat.completion", "choices": [choice]})
+            answer = {"id": "chatcmpl-standin", "object": "chat.completion", "choices": [choice]}
+            self._send(200, json.dumps(answer).encode(), drip_s=rule.get("drip_s", 0.0))
 
 
 class Server(ThreadingHTTPServer):

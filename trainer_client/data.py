@@ -30,12 +30,15 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainer_client.contests import SKIP_COLUMNS, chosen_sets, skip_reason
 from trainer_client.domains import (
+    CONTEST_SHAPES,
     PROMPT_COLUMNS,
     SCHEMA_SQL_COLUMNS,
     SHAPE_COMPONENTS,
@@ -51,7 +54,7 @@ from trainer_client.inputs import GOLD_READERS, LETTERS, code_tests, gold_text, 
 from trainer_client.options import ROW_FIELDS, row_fields
 
 if TYPE_CHECKING:
-    from datasets import DatasetDict
+    from datasets import Dataset, DatasetDict
 
 logger = logging.getLogger("trainer_client.data")
 
@@ -60,6 +63,11 @@ CODE_SYSTEM_PROMPT = (
     "You are a careful Python programmer. First think through the problem step by step inside <think> </think> "
     "tags. After the closing </think> tag, write your complete solution as one fenced Python code block "
     "(```python ... ```), defining every function the task names."
+)
+CPP_SYSTEM_PROMPT = (
+    "You are a careful competitive programmer. First think through the problem step by step inside <think> </think> "
+    "tags. After the closing </think> tag, write your complete solution as one fenced C++17 code block (```cpp ... "
+    "```) that reads the input from standard input and writes the answer to standard output."
 )
 CHOICE_SYSTEM_PROMPT = (
     "You are a careful expert. First think through the question step by step inside <think> </think> tags. After "
@@ -280,15 +288,18 @@ def to_row(
     component specs, None when it maps to none. The gold, tests and options columns are then read only when the
     dataset has them, and the prompt comes from where the shape keeps it when `columns.prompt` is not a column.
     `schemas` (`database_schemas`): the schemas an sql row without its own is shown, by its `db_id`."""
-    specs = shape_specs(shape, example, index) if shape else {}
+    specs = shape_specs(shape, example, index, columns.tests) if shape else {}
     with_specs = shape is not None or columns.spec is not None
     if columns.spec is not None:
         specs |= parse_specs(example[columns.spec], columns.spec)
 
     def has(name: str) -> bool:  # with specs, a gold or tests column is read when the dataset has it
+        if name == columns.tests and shape in CONTEST_SHAPES:  # --tests_column names the shape's test sets
+            return False
         return name in example or not with_specs
 
-    prompt = example[columns.prompt] if columns.prompt in example or not with_specs else shape_prompt(example)
+    in_column = columns.prompt in example or not with_specs
+    prompt = example[columns.prompt] if in_column else shape_prompt(example, shape)
     if isinstance(prompt, Mapping) and "input" in prompt:  # NeMo-Gym's responses_create_params: its input
         prompt = prompt["input"]
     if "code" in components and tests_in_prompt and isinstance(prompt, str) and has(columns.tests):
@@ -359,6 +370,8 @@ def load_prompts(
     if shape is not None:
         logger.info("%s: rows read as the %s dataset shape (--dataset_shape %s)", name, shape, dataset_shape)
     check_columns(present, columns, components, shape, options)
+    if shape in CONTEST_SHAPES:
+        raw = DatasetDict({split: scorable(part, str(shape), columns.tests, name) for split, part in raw.items()})
     task = [*components, *([SHAPE_COMPONENTS[shape]] if shape in SHAPE_COMPONENTS else [])]  # the prompt's task
     schemas = database_schemas(sql_databases) if sql_databases else None
     if schemas is not None and "db_id" in present:
@@ -366,10 +379,11 @@ def load_prompts(
         if missing := sorted(named - set(schemas)):
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
             raise ValueError(f"--sql_databases {sql_databases} has no database {missing[0]!r}{more} that rows name")
+    default_prompt = CPP_SYSTEM_PROMPT if shape in CONTEST_SHAPES else system_prompt_for(task)
     row_options = {
         "columns": columns,
         "components": tuple(components),
-        "system_prompt": system_prompt_for(task) if system_prompt is None else system_prompt,
+        "system_prompt": default_prompt if system_prompt is None else system_prompt,
         "tests_in_prompt": tests_in_prompt,
         "options_in_prompt": options_in_prompt,
         "shape": shape,
@@ -381,6 +395,25 @@ def load_prompts(
             for split, part in raw.items()
         }
     )
+
+
+def scorable(part: Dataset, shape: str, tests_column: str, name: str = "the dataset") -> Dataset:
+    """A split's rows of a contest shape that can be scored (`contests.skip_reason`); the others are dropped, and
+    how many for each reason is logged (a row with no reward would cost its generations for nothing)."""
+    sets = chosen_sets(shape, tests_column)
+    try:
+        read = [column for column in (*SKIP_COLUMNS, *sets) if column in part.column_names]
+        reasons = [skip_reason(shape, row, sets) for row in part.select_columns(read)]  # not the statements
+    except ValueError as exc:
+        raise ValueError(f"a {shape} row: {exc}") from None
+    skipped = Counter(reason for reason in reasons if reason is not None)
+    if skipped:
+        counts = ", ".join(f"{count} {reason}" for reason, count in skipped.most_common())
+        logger.warning(
+            "%s: %d of %d %s rows skipped, they cannot be scored (%s); test sets: %s",
+            name, sum(skipped.values()), len(reasons), shape, counts, ", ".join(sets),
+        )  # fmt: skip
+    return part.select([index for index, reason in enumerate(reasons) if reason is None])
 
 
 def check_columns(
@@ -395,7 +428,7 @@ def check_columns(
     its spec from the row (given its `options`) has none to take."""
     with_specs = shape is not None or columns.spec is not None
     needed = [("spec", columns.spec)] if columns.spec is not None else []
-    if not with_specs or shape is None or not set(PROMPT_COLUMNS) & set(present):
+    if not with_specs or shape is None or not (set(PROMPT_COLUMNS) & set(present) or shape in CONTEST_SHAPES):
         needed += [("prompt", columns.prompt)]  # a shape's rows may keep their prompt elsewhere (shape_prompt)
     if not with_specs:
         needed += [("solution", columns.solution)] if set(GOLDS) & set(components) else []

@@ -13,7 +13,10 @@ Shapes (`--dataset_shape`; `auto` picks one by the columns, `detect_shape`):
   name), or by its schema (`schema_sql`) when the row carries CREATE TABLE statements (`schema_sql`,
   `sql_context`, ...);
 - `reasoning_gym`: reasoning-gym entries (`question`, `answer`, `metadata` with `source_dataset`) -> `procedural`;
-- `json_schema`: rows with a JSON Schema (`schema`, or NeMo-Gym structured outputs' `schema_str`) -> `json_schema`.
+- `json_schema`: rows with a JSON Schema (`schema`, or NeMo-Gym structured outputs' `schema_str`) -> `json_schema`;
+- `codeforces`: open-r1's Codeforces rows (`official_tests`, `generated_checker`, ...) -> a C++ `code` spec;
+- `code_contests`: DeepMind's CodeContests rows (`public_tests`, `private_tests`, `generated_tests`) -> a C++ `code`
+  spec. Both: `trainer_client.contests` (limits, checkers, the test sets `--tests_column` picks, rows skipped).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from trainer_client.contests import contest_specs, statement
 from verifier_service.domain_labels import (
     LabelError,
     is_open_instruct_label,
@@ -123,7 +127,10 @@ SHAPES: dict[str, Callable[[Mapping[str, Any]], Specs]] = {
     "bird": bird_specs,
     "reasoning_gym": reasoning_gym_specs,
     "json_schema": json_schema_specs,
+    "codeforces": lambda row: contest_specs("codeforces", row),
+    "code_contests": lambda row: contest_specs("code_contests", row),
 }
+CONTEST_SHAPES = ("codeforces", "code_contests")  # C++ problems: their own prompts, test sets and skipped rows
 DATASET_SHAPES = ("auto", "none", *SHAPES)  # --dataset_shape's values
 # The component a shape's rows are graded by, for the default system prompt (open-instruct's rows are mixed).
 SHAPE_COMPONENTS = {
@@ -131,6 +138,8 @@ SHAPE_COMPONENTS = {
     "bird": "sql",
     "reasoning_gym": "procedural",
     "json_schema": "json_schema",
+    "codeforces": "code",
+    "code_contests": "code",
 }
 
 
@@ -153,6 +162,10 @@ def detect_shape(columns: Sequence[str]) -> str | None:
         return "reasoning_gym"
     if present & {"schema", "schema_str"}:
         return "json_schema"
+    if "official_tests" in present:
+        return "codeforces"
+    if {"public_tests", "private_tests"} <= present:
+        return "code_contests"
     return None
 
 
@@ -165,11 +178,18 @@ def resolve_shape(shape: str, columns: Sequence[str]) -> str | None:
     return None if shape == "none" else shape
 
 
-def shape_specs(shape: str, row: Mapping[str, Any], index: int = 0) -> Specs:
-    """The specs a row of `shape` maps to ({} for none); a malformed row raises ValueError naming the row."""
+def shape_specs(shape: str, row: Mapping[str, Any], index: int = 0, tests_column: str | None = None) -> Specs:
+    """The specs a row of `shape` maps to ({} for none); a malformed row raises ValueError naming the row.
+    `tests_column` (--tests_column): the test sets a contest shape's rows use (`contests.test_sets`)."""
     try:
+        if shape in CONTEST_SHAPES:
+            return contest_specs(shape, row, tests_column)
         return SHAPES[shape](row)
     except LabelError as exc:
+        raise ValueError(f"row {index} of a {shape} dataset: {exc}") from None
+    except ValueError as exc:
+        if shape not in CONTEST_SHAPES:
+            raise
         raise ValueError(f"row {index} of a {shape} dataset: {exc}") from None
 
 
@@ -187,8 +207,11 @@ def parse_specs(value: Any, column: str = SPEC_COLUMN) -> Specs:
     return {str(name): dict(spec) for name, spec in value.items()}
 
 
-def shape_prompt(row: Mapping[str, Any]) -> Any:
-    """A row's prompt where its shape keeps it (NeMo-Gym: `responses_create_params.input`); None when it has none."""
+def shape_prompt(row: Mapping[str, Any], shape: str | None = None) -> Any:
+    """A row's prompt where its shape keeps it (NeMo-Gym: `responses_create_params.input`; a contest problem: its
+    statement, `contests.statement`); None when it has none."""
+    if shape in CONTEST_SHAPES:
+        return statement(str(shape), row)
     for name in PROMPT_COLUMNS:
         value = row.get(name)
         if name == "responses_create_params":

@@ -119,7 +119,9 @@ class RewardCore:
         prompts: Sequence[Any] | None = None,
     ) -> Batch:
         """One item per completion that has what the components need; rows without it are skipped (reward None).
-        `completion_ids` (TRL's: one list of token ids per completion) gives each item its length fields; `prompts`
+        `completion_ids` (TRL's: one list of token ids per completion) gives each item its length fields, and when
+        prm is sent, the ids themselves (each step then gets its token indices; other components never read them, so
+        ordinary requests do not carry them); `prompts`
         (TRL's, text or messages) go into the items when a sent component judges the prompt too (rm)."""
         spec, total = self.spec, len(completions)
         prompts = prompts if prompts is not None and set(spec.sent) & set(PROMPT_READERS) else None
@@ -138,7 +140,10 @@ class RewardCore:
             if any(value is None for value in fields.values()):  # no gold / tests: the reward does not apply
                 continue
             prompt = {"prompt": prompts[row]} if prompts is not None else {}
-            batch.items.append(self._item(row, completion, fields | prompt, length_fields(ids[row], spec.stop)))
+            lengths = length_fields(ids[row], spec.stop)
+            if ids[row] is not None and "prm" in spec.sent:  # prm's steps get their token indices; no other reads them
+                lengths["completion_ids"] = [int(token) for token in ids[row]]
+            batch.items.append(self._item(row, completion, fields | prompt, lengths))
             batch.rows.append(row)
         return batch
 

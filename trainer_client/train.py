@@ -98,7 +98,8 @@ class VerifierScriptArguments:
         default="tests",
         metadata={
             "help": "Column of the code tests, for the code reward: a list of tests or its JSON string, or a list of "
-            "assert strings (MBPP's test_list); a HumanEval test string when the dataset has an entry_point column."
+            "assert strings (MBPP's test_list); a HumanEval test string when the dataset has an entry_point column. "
+            "Codeforces, CodeContests: the test sets, comma-separated (default: all)."
         },
     )
     tests_in_prompt: bool = field(
@@ -132,9 +133,9 @@ class VerifierScriptArguments:
         default="auto",
         metadata={
             "help": f"How rows of other domains become specs: {', '.join(DATASET_SHAPES)}. auto picks by the columns "
-            "(instruction_id_list or verifier_metadata: ifeval; ground_truth: open_instruct; db_id with SQL or "
-            "query: bird; question, answer and metadata: reasoning_gym; schema or schema_str: json_schema); none "
-            "maps nothing. README 'Datasets of other domains' (docs/trainers.md) lists what each maps to."
+            "(instruction_id_list: ifeval; ground_truth: open_instruct; db_id with SQL: bird; metadata: "
+            "reasoning_gym; schema: json_schema; official_tests: codeforces; private_tests: code_contests; "
+            "docs/trainers.md says which, and what each maps to); none maps nothing."
         },
     )
     sql_databases: str | None = field(
@@ -246,8 +247,8 @@ class VerifierScriptArguments:
         default=None,
         metadata={
             "help": "System message added to text prompts. Default: one asking for <think> reasoning and then, after "
-            "the task the rewards check (math; else code, choice, answer), the final answer, one fenced python "
-            "block, the option's letter in \\boxed{}, or a short answer in <answer> tags."
+            "the task the rewards check (math; else code, choice, answer), the final answer, one fenced python (C++ "
+            "for contest shapes) block, the option's letter in \\boxed{}, or a short answer in <answer> tags."
         },
     )
 

@@ -132,15 +132,22 @@ class Engine:
     async def _run_gated(self, items: list[ScoreItem], batch: _Batch, deadline: float, owner: object) -> None:
         """The second round: the pooled components that read correctness, now that what they read is scored. The
         gate settles an item the model is not to see (a wrong answer: 0, gated_out; an unjudged one: null) without a
-        job; the others are prepared and run as in the first round."""
+        job; the others are prepared and run as in the first round, on the loop a slice of up to
+        INLINE_PREPARE_CHARS at a time."""
+        chars = 0
         for index, name in batch.gated:
             item = items[index]
             spec = getattr(item, name)
             settled = spec.settled_by_gate(batch.components[index][item.correctness_source(spec)])
             if settled is not None:
                 batch.components[index][name] = settled
-            else:
-                self._prepare_one(batch, name, self.pooled[name], index, item, spec)
+                continue
+            reads = self.pooled[name].reads(item, spec)
+            if chars and chars + reads > INLINE_PREPARE_CHARS:
+                chars = 0
+                await asyncio.sleep(0)  # between slices the loop answers health checks
+            chars += reads
+            self._prepare_one(batch, name, self.pooled[name], index, item, spec)
         await self._run_jobs(batch, deadline, owner)
 
     async def _finish_with_texts(

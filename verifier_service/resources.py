@@ -7,6 +7,7 @@ A new kind of resource is an entry in `PARTS`, not a path written into the runti
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sandbox import Executor, Limits, SandboxConfig, create_executor
@@ -56,6 +57,13 @@ def sandbox_config(settings: VerifierSettings) -> SandboxConfig:
         uid_base=box.uid_base,
         require_isolation=box.require_isolation,
         compile_cache_mb=box.compile_cache_mb,
+        compile_limits=replace(
+            SandboxConfig.compile_limits,
+            wall_s=box.compile_wall_s,
+            cpu_s=box.compile_cpu_s,
+            memory_mb=box.compile_memory_mb,
+            max_file_mb=box.compile_max_binary_mb,
+        ),
     )
 
 

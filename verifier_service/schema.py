@@ -183,6 +183,9 @@ def _integral(value: Any) -> Any:
 
 JsonInt = Annotated[StrictInt, BeforeValidator(_integral)]
 JsonIntOrNone = Annotated[StrictInt | None, BeforeValidator(_integral)]  # so that its bounds are published as such
+# A token id: a plain strict int (no per-id conversion: an item may carry 8,000 of them, a request a million)
+TokenId = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]
+MAX_COMPLETION_IDS = 1_000_000
 
 
 class _Lenient(BaseModel):
@@ -550,6 +553,11 @@ class CheckerSpec(_Strict):
         {},
         max_length=8,
         description="Files beside a C++ checker's source when it compiles (testlib.h, which no package index has).",
+    )
+    points: StrictBool = Field(
+        False,
+        description="Partial credit (CMS style): an accepting checker (exit 0) prints the test's score in [0, 1] as "
+        "its first line of stdout; missing, not a number or out of range: the checker's failure (invalid_test, null).",
     )
 
     @field_validator("files")
@@ -1186,7 +1194,8 @@ class PrmSpec(ModelScoreSpec):
     span in the completion and its score, and names the model's version. A layout longer than the model's max_tokens
     is null (too_long), never cut; a completion with no steps is null (no_steps). Not a correctness component: beside
     one, it must not lift a wrong answer to a right one's reward (the order guard): weigh it below the rule, or gate
-    it on the rule (gate right), or set allow_order_inversion."""
+    it on the rule (gate right), or set allow_order_inversion. An item carrying completion_ids gets each step's
+    token range in them too (token_start, token_end), where the ids decode to the completion."""
 
     verdicts = (
         Verdict.SCORED, Verdict.NO_STEPS, Verdict.TOO_LONG, Verdict.MODEL_ERROR, Verdict.BAD_LAYOUT, Verdict.GATED_OUT,
@@ -1389,6 +1398,12 @@ class ScoreItem(_Strict):
     )
     truncated: StrictBool | None = Field(
         None, description="The completion was cut off at the generation cap (it ends in neither EOS nor padding)."
+    )
+    completion_ids: list[TokenId] | None = Field(
+        None,
+        max_length=MAX_COMPLETION_IDS,
+        description="The completion's token ids as the policy generated them (TRL's completion_ids), for prm: each "
+        "step then gets its token indices, where the ids decode to the completion with the model's policy_tokenizer.",
     )
     math: MathSpec | None = None
     code: CodeSpec | None = None
@@ -1669,6 +1684,10 @@ class TestVerdict(BaseModel):
     detail: str | None = None
 
 
+def _unused(value: object) -> bool:
+    return value is None
+
+
 class StepScore(BaseModel):
     """One checked step of a completion: its character span and its score."""
 
@@ -1677,10 +1696,17 @@ class StepScore(BaseModel):
     start: int = Field(..., description="The step's first character in the completion (0-based).")
     end: int = Field(..., description="One past its last character.")
     score: float | None = Field(..., description="The step's score; null where it could not be judged.")
-
-
-def _unused(value: object) -> bool:
-    return value is None
+    token_start: int | None = Field(
+        None,
+        exclude_if=_unused,
+        description="prm, when the item carries completion_ids: the first of the ids that produce the step (an index "
+        "into them; the token holding its first character, which may start before it).",
+    )
+    token_end: int | None = Field(
+        None,
+        exclude_if=_unused,
+        description="One past the last of them (the token holding its last character, which may end after it).",
+    )
 
 
 class ComponentResult(BaseModel):
@@ -1803,7 +1829,12 @@ class JudgeInfo(BaseModel):
     name: str = Field(..., description="What `judge` items name it by (`judge`).")
     base_url: str = Field(..., description="Its OpenAI-compatible endpoint, without credentials.")
     model: str
-    reachable: bool | None = Field(..., description="Whether it answered last (GET /models or a call); null: not yet.")
+    reachable: bool | None = Field(
+        ...,
+        description="Whether it answered last (GET /models or a call): an answer of 401 or 403 (the key or the "
+        "credentials refused) or a 5xx is not; null: not yet.",
+    )
+    why: str | None = Field(None, description="Why it is not reachable (no secret), when it is not.")
     api_key: bool = Field(..., description="Whether a key is sent (read from the environment).")
     max_concurrency: int
     timeout_s: float

@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Mapping
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -50,6 +51,20 @@ class SandboxSettings(BaseModel):
     max_output_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     max_file_mb: int = Field(256, ge=1)
     compile_cache_mb: int = Field(256, ge=0, description="C++ binaries kept by the hash of source and flags.")
+    compile_wall_s: float = Field(30.0, gt=0, le=600, description="A C++ compile's wall clock.")
+    compile_cpu_s: float = Field(20.0, gt=0, le=600, description="A C++ compile's CPU time.")
+    compile_memory_mb: int = Field(1024, ge=256, le=65536, description="A C++ compile's address space, per process.")
+    compile_max_binary_mb: int = Field(
+        16, ge=1, le=256, description="The largest binary (and file) a C++ compile may write; in the 256 MB scratch."
+    )
+
+    @model_validator(mode="after")
+    def _compile_fits(self) -> SandboxSettings:
+        # a Docker sandbox holds max_memory_mb (and its scratch): a compiler allowed more would meet the container's
+        # OOM killer, which is the sandbox's failure (null), not the source's compile error
+        if self.compile_memory_mb > self.max_memory_mb:
+            raise ValueError("VERIFIER_SANDBOX__COMPILE_MEMORY_MB must not exceed VERIFIER_SANDBOX__MAX_MEMORY_MB")
+        return self
 
 
 class SqlDatabase(BaseModel):
@@ -79,6 +94,14 @@ class JudgeSettings(BaseModel):
     context_chars: int = Field(
         8_000, ge=500, le=2_000_000, description="The prompt at most, in characters: a longer answer keeps its end."
     )
+
+    @model_validator(mode="after")
+    def _check_credentials(self) -> JudgeSettings:
+        parts = urlsplit(self.base_url)
+        if self.api_key_env is not None and (parts.username is not None or parts.password is not None):
+            # one Authorization header: a key and a user:password would each claim it
+            raise ValueError("api_key_env: the base_url holds credentials too: give the judge's key one way")
+        return self
 
 
 class VerifierSettings(BaseSettings):
@@ -156,7 +179,10 @@ class VerifierSettings(BaseSettings):
         "(/readyz shows it); its items are null (judge_error) until it can.",
     )
     judge_cache_size: int = Field(
-        100_000, ge=0, description="Judged (question, reference, answer) kept across requests."
+        100_000,
+        ge=0,
+        description="Judged (question, reference, answer) kept across requests, by a 32-byte digest: "
+        "about 200 bytes an entry whatever the answers' size.",
     )
 
     model_roots: tuple[str, ...] = Field(

@@ -129,6 +129,8 @@ class TestRun:
             keep = ("binary_b64", "diagnostics", "no_compiler")
             if not any(key in self.facts for key in keep):
                 self.facts.update({key: frame[key] for key in keep if key in frame})
+                if type(frame.get("status")) is int:  # the compiler's exit status (-1: it did not start)
+                    self.facts["compiler_status"] = frame["status"]
             self.status = self.status or "ok"
             return
         if self.status is not None and self.kind != "stdio":  # the test's answer came: frames after it are not read

@@ -52,6 +52,8 @@ def judge(item: ScoreItem) -> ItemResult:
     if item.repetition is not None:
         loop = "again again again" in item.completion
         parts["repetition"] = ComponentResult(score=-1.0 if loop else 0.0, verdict="loop" if loop else "no_repetition")
+    if item.prm is not None:  # a step score; the ids it got echoed as its steps' count, for the tests to see
+        parts["prm"] = ComponentResult(score=0.5, verdict="scored", detail=f"{len(item.completion_ids or ())} ids")
     if item.length is not None:
         parts["length"] = _length(item, parts[item.correctness_source(item.length)])
     scores = [part.score for part in parts.values()]

@@ -72,6 +72,22 @@ def test_without_eos_ids_truncated_is_unknown_never_guessed(mode: str) -> None:
     assert "completion_tokens" not in sent_items(fake)[0]
 
 
+def test_completion_ids_are_sent_only_when_prm_is_in_the_reward(mode: str) -> None:
+    """prm's steps get their token indices from the ids; no other component reads them, so no other item grows."""
+    import numpy as np
+
+    fake = FakeVerifier()
+    reward = make_reward(mode, fake, "prm", model="m")
+    ids = [[5, 9, 2], np.array([7, 8], dtype=np.int64)]  # TRL's lists, or an array's integers: sent as ints
+    assert call(reward, completions=["a\nb", "c"], completion_ids=ids) == [0.5, 0.5]
+    assert [item["completion_ids"] for item in sent_items(fake)] == [[5, 9, 2], [7, 8]]
+    call(reward, completions=["a"], completion_ids=None)  # a direct call without ids: none sent
+    assert "completion_ids" not in sent_items(fake)[0]
+    other = make_reward(mode, fake, "overlong", **OVERLONG)
+    call(other, completions=["c"], completion_ids=[[5, 2]])
+    assert "completion_ids" not in sent_items(fake)[0] and sent_items(fake)[0]["completion_tokens"] == 2
+
+
 def test_an_empty_completion_has_zero_tokens_and_unknown_truncation(mode: str) -> None:
     fake = FakeVerifier()
     reward = make_reward(mode, fake, "overlong", **OVERLONG, eos_token_id=2)

@@ -178,6 +178,61 @@ def test_a_sandbox_without_a_compiler_cannot_judge_never_0() -> None:
     assert getattr(timed_out, "verdict", None) == RunVerdict.COMPILE_ERROR and not keep  # the load's, maybe
 
 
+KILLED = "g++: fatal error: Killed signal terminated program cc1plus\ncompilation terminated.\n"  # as g++ 12 says
+NO_FORK = (
+    "g++: fatal error: cannot execute 'cc1plus': vfork: Resource temporarily unavailable\ncompilation terminated.\n"
+)
+OVERRAN = {
+    "cpu": "g++: fatal error: CPU time limit exceeded signal terminated program cc1plus\ncompilation terminated.\n",
+    "memory": "virtual memory exhausted: Cannot allocate memory\n",
+    "file size": "g++: fatal error: File size limit exceeded signal terminated program as\ncompilation terminated.\n",
+}
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        {"status": "ok", "diagnostics": KILLED, "compiler_status": 1},
+        {"status": "ok", "diagnostics": NO_FORK, "compiler_status": 1},
+        {"status": "ok", "diagnostics": "the compiler did not start: [Errno 11] EAGAIN", "compiler_status": -1},
+        {"status": "ok", "diagnostics": "main.cpp:1:1: error: x\n", "compiler_status": 1, "oom_killed": True},
+    ],
+    ids=["oom-killed cc1plus", "failed fork", "did not start", "oom killer"],
+)
+def test_a_compiler_the_sandbox_could_not_run_is_null_and_not_cached(facts: dict[str, object]) -> None:
+    result, keep = built(facts, Limits())
+    assert (getattr(result, "verdict", None), getattr(result, "score", 0), keep) == (
+        RunVerdict.SANDBOX_UNAVAILABLE, None, False
+    ), result  # fmt: skip
+
+    async def twice() -> list[object]:  # the next identical source compiles again, and gets its own answer
+        cache, answers = BinaryCache(1 << 20), iter([(result, keep), ("AAAA", True)])
+
+        async def build() -> tuple[object, bool]:
+            return next(answers)
+
+        return [await cache.get("k", build), await cache.get("k", build)]  # type: ignore[arg-type]
+
+    assert asyncio.run(twice()) == [result, "AAAA"]
+
+
+@pytest.mark.parametrize("limit", OVERRAN)
+def test_a_compiler_past_its_own_limits_is_a_compile_error_not_cached(limit: str) -> None:
+    result, keep = built({"status": "ok", "diagnostics": OVERRAN[limit], "compiler_status": 1}, Limits())
+    assert (getattr(result, "verdict", None), getattr(result, "score", None), keep) == (
+        RunVerdict.COMPILE_ERROR, 0.0, False
+    ), result  # fmt: skip
+
+
+def test_a_source_cannot_forge_the_drivers_words_into_a_null() -> None:
+    """static_assert's message may hold raw newlines, but the source's diagnostic has a line of its own first."""
+    forged = "main.cpp:1:15: error: static assertion failed: x\n" + KILLED
+    result, keep = built({"status": "ok", "diagnostics": forged, "compiler_status": 1}, Limits())
+    assert getattr(result, "verdict", None) == RunVerdict.COMPILE_ERROR and not keep, result
+    plain = "main.cpp:1:14: error: 'undefined' was not declared in this scope\n"
+    assert built({"status": "ok", "diagnostics": plain, "compiler_status": 1}, Limits())[1] is True
+
+
 def test_the_binary_cache_is_bounded_and_builds_each_key_once() -> None:
     calls: list[str] = []
 
@@ -272,7 +327,7 @@ CHECKER_FAILURES = {
 @pytest.mark.parametrize("failure", CHECKER_FAILURES)
 def test_a_checker_that_fails_cannot_judge_never_0(executor: LiveExecutor, failure: str) -> None:
     checker = CHECKER_FAILURES[failure]
-    checker = checker if isinstance(checker, Checker) else Checker(checker)
+    checker = checker if isinstance(checker, Checker) else Checker(str(checker))
     right = next(iter(PAIRS))
     result = checked(executor, right, checker)
     assert (result.verdict, result.score) == (RunVerdict.INVALID_TEST, None), result
@@ -314,6 +369,163 @@ def test_every_compile_of_many_comes_back(local_executor: LiveExecutor) -> None:
     submissions = [Submission(s, (StdioTest("", str(i)),), language="cpp") for i, s in enumerate(sources)]
     results = local_executor.run_all(submissions)
     assert [(r.verdict, r.score) for r in results] == [(RunVerdict.OK, 1.0)] * 12, results
+
+
+LARGE_OUTPUT = "n = int(input())\nprint(0, n)\nprint('x' * 1_000_000)\n"  # a right pair, then a megabyte
+FIRST_LINE_CHECKER = """
+import sys
+n = int(open(sys.argv[1]).read())
+a, b = map(int, open(sys.argv[2]).readline().split())
+sys.exit(0 if a >= 0 and b >= 0 and a + b == n else 1)
+"""
+
+
+def test_a_checker_judges_each_output_as_it_comes_never_holding_them_all(
+    solo: LiveExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Verdicts, not outputs: with a checker, the host holds one program output per sandbox at a time (here one),
+    not every test's output until the checker's turn; per-test verdicts keep their order."""
+    import sandbox.executor as executor_module
+
+    alive, most = [0], [0]
+    to_check, spec_of = executor_module.output_to_check, executor_module.checker_spec
+
+    def counted_output(*args: object, **kwargs: object) -> object:
+        result = to_check(*args, **kwargs)  # type: ignore[arg-type]
+        if isinstance(result, bytes):
+            alive[0] += 1
+            most[0] = max(most[0], alive[0])
+        return result
+
+    def counted_spec(*args: object, **kwargs: object) -> object:
+        alive[0] -= 1
+        return spec_of(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(executor_module, "output_to_check", counted_output)
+    monkeypatch.setattr(executor_module, "checker_spec", counted_spec)
+    tests = tuple(StdioTest(f"{n}\n", f"{n} 0\n") for n in range(12))
+    tests += (StdioTest("-1\n", "no pair\n"),)  # the checker rejects (0 + -1 with a negative part)
+    submission = Submission(LARGE_OUTPUT, tests, checker=Checker(FIRST_LINE_CHECKER))
+    result = solo.call(solo.executor.run(submission))
+    assert verdicts(result) == [TestVerdict.PASSED] * 12 + [TestVerdict.WRONG_ANSWER], result
+    assert most[0] == 1 and alive[0] == 0, most
+
+
+def test_a_build_stops_when_every_caller_gave_up_and_not_before() -> None:
+    """A caller that gives up (its batch deadline) leaves the build to the others; the last one stops it."""
+    stopped: list[bool] = []
+
+    async def main() -> tuple[object, dict[str, int]]:
+        cache, started = BinaryCache(1 << 20), asyncio.Event()
+
+        async def slow() -> tuple[str, bool]:
+            started.set()
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                stopped.append(True)
+                raise
+            return "never", True
+
+        async def quick() -> tuple[str, bool]:
+            return "AAAA", True
+
+        first, second = (asyncio.ensure_future(cache.get("k", slow)) for _ in range(2))
+        await started.wait()
+        first.cancel()
+        await asyncio.gather(first, return_exceptions=True)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not stopped and cache.status()["compiling"] == 1  # the other caller still waits for it
+        second.cancel()
+        await asyncio.gather(second, return_exceptions=True)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return await cache.get("k", quick), cache.status()  # nothing cached: the next caller builds anew
+
+    again, status = asyncio.run(main())
+    assert stopped == [True] and again == "AAAA" and status["compiling"] == 0, status
+
+
+# Ten constant evaluations, each up to GCC's default budget of 2**33 operations (about a minute here): the compiler
+# runs for many minutes, on a few MB.
+SLOW_COMPILE = (
+    "constexpr long f(int k) { long s = 0; for (int i = 0; i < 200000; i++) for (int j = 0; j < 200000; j++)"
+    " s += i ^ j ^ k; return s; }\n"
+    + "".join(f"constexpr long v{k} = f({k});\n" for k in range(10))
+    + "int main() { return (int)(v0 + v9); }\n"
+)
+
+
+@pytest.mark.timeout(180, func_only=True)
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_a_compile_stops_when_its_caller_gives_up(request: pytest.FixtureRequest, backend: str) -> None:
+    """A run cancelled mid-compile (its batch deadline passed) stops the compiler: its sandbox is replaced at once,
+    long before the compile's own limits (here 10 minutes) would end it, and the next program runs."""
+    from tests.sandbox.conftest import start_executor
+
+    long_limits = Limits(wall_s=600, cpu_s=600, memory_mb=1024, max_processes=16, max_file_mb=16)
+    live = start_executor(backend, request, pool_size=1, compile_limits=long_limits)
+    executor = live.executor
+
+    async def give_up() -> dict[str, object]:
+        run = asyncio.ensure_future(executor.run(Submission(SLOW_COMPILE, ONE, language="cpp")))
+        while executor.status()["binaries"]["compiling"] == 0:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1)  # the compiler runs
+        replaced = executor.status()["replaced"]
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+        for _ in range(600):  # the sandbox goes (killing the compiler) and a fresh one comes up
+            status = executor.status()
+            if status["binaries"]["compiling"] == 0 and status["replaced"] > replaced and status["idle"] == 1:
+                break
+            await asyncio.sleep(0.1)
+        return executor.status()
+
+    try:
+        status = live.call(give_up())
+        assert status["binaries"]["compiling"] == 0 and status["idle"] == 1, status  # type: ignore[index]
+        assert run(live, SUM, TESTS).score == 1.0
+    finally:
+        live.close()
+
+
+# Partial credit (CMS style): the checker echoes the program's output, which is the score to give (or "reject").
+ECHO_PROGRAM = "import sys\nsys.stdout.write(sys.stdin.read())\n"
+SCORE_CHECKER = """
+import sys
+line = open(sys.argv[2]).read()
+if line.startswith("reject"):
+    sys.exit(1)
+sys.stdout.write(line)
+"""
+
+
+def scored(executor: LiveExecutor, *outputs: str, points: bool = True):
+    tests = tuple(StdioTest(text, "the checker judges") for text in outputs)
+    submission = Submission(ECHO_PROGRAM, tests, checker=Checker(SCORE_CHECKER, points=points))
+    return executor.call(executor.executor.run(submission))
+
+
+def test_a_checker_with_points_gives_partial_credit_and_the_item_scores_their_mean(executor: LiveExecutor) -> None:
+    result = scored(executor, "1\n", "0.25\n", "0", "reject\n", "1.0 \nmore lines are the checker's own\n")
+    assert verdicts(result) == [TestVerdict.PASSED] + [TestVerdict.WRONG_ANSWER] * 3 + [TestVerdict.PASSED], result
+    assert [t.points for t in result.tests] == [1.0, 0.25, 0.0, None, 1.0]
+    assert result.score == pytest.approx((1 + 0.25 + 0 + 0 + 1) / 5) and result.passed == 2
+    assert "0.25" in (result.tests[1].detail or "")
+    plain = scored(executor, "0.25\n", "junk\n", points=False)  # without points, exit 0 is a pass, whatever it says
+    assert (plain.score, verdicts(plain)) == (1.0, [TestVerdict.PASSED] * 2)
+
+
+@pytest.mark.parametrize("first_line", ["", "\n0.5", "half", "1.5", "-0.1", "nan", "inf", "0.5 0.5", "1e999"])
+def test_a_checker_whose_score_is_missing_or_out_of_range_cannot_judge_never_0(
+    local_executor: LiveExecutor, first_line: str
+) -> None:
+    result = scored(local_executor, "1\n", first_line)
+    assert (result.verdict, result.score) == (RunVerdict.INVALID_TEST, None), result
+    assert "checker" in (result.detail or "")
+    assert not first_line.strip() or first_line.strip() not in (result.detail or "")  # never echoes what it printed
 
 
 # ---------------------------------------------------------------- the precompiled bits/stdc++.h

@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import Server
-from tests.service.conftest import sandbox_status  # `service`: tests/service/conftest.py's server per backend
+from tests.conftest import Server, running_server
+from tests.service.conftest import (
+    BACKENDS,
+    pool_name,
+    sandbox_status,
+)  # `service`: tests/service/conftest.py's server per backend
 from tests.service.test_code_api import results
 
 pytestmark = pytest.mark.timeout(300, func_only=True)  # func_only: building the image may take longer
@@ -165,3 +170,64 @@ def test_the_service_answers_while_compile_bombs_compile(service: Server) -> Non
         assert time.monotonic() - started < 2.0, "the service held its event loop while compiling"
         got = pending.result(timeout=180)
     assert [r["components"]["code"]["verdict"] for r in got] == ["compile_error"] * 3
+
+
+SCORE_CHECKER = (
+    "import sys\nline = open(sys.argv[2]).read()\nsys.exit(1) if line.startswith('reject') else print(line)\n"
+)
+ECHO = "#include <cstdio>\nint main() { int c; while ((c = getchar()) != EOF) putchar(c); }\n"
+
+
+def test_a_checker_with_points_gives_partial_credit(service: Server) -> None:
+    """CMS style: the accepting checker's first line is the test's score; the item's score is the tests' mean."""
+    tests = [{"type": "stdio", "stdin": text, "stdout": "x"} for text in ("1\n", "0.5\n", "reject\n", "0.25\n")]
+
+    def item(points: object, *extra: str) -> dict[str, Any]:
+        spec_tests = tests + [{"type": "stdio", "stdin": text, "stdout": "x"} for text in extra]
+        checker = {"source": SCORE_CHECKER, "points": points}
+        return {"completion": completion(ECHO), "code": {"language": "cpp", "tests": spec_tests, "checker": checker}}
+
+    got = [r["components"]["code"] for r in results(service, [item(True), item(False), item(True, "two\n")])]
+    assert (got[0]["verdict"], got[0]["score"], got[0]["passed"]) == ("failed", pytest.approx(1.75 / 4), 1), got[0]
+    assert "0.5" in got[0]["tests"][1]["detail"]
+    assert (got[1]["verdict"], got[1]["score"]) == ("failed", 0.75), got[1]  # no points: exit 0 is a pass
+    assert (got[2]["verdict"], got[2]["score"]) == ("invalid_test", None), got[2]  # "two" is no score: null
+    response = httpx.post(f"{service.url}/v1/score", json={"items": [item("yes-please")]}, timeout=30)
+    assert response.status_code == 422 and "points" in response.json()["detail"], response.text
+    assert "yes-please" not in response.text
+
+
+# Ten constant evaluations, each up to GCC's default budget of 2**33 operations: the compiler runs for many minutes.
+SLOW_COMPILE = (
+    "constexpr long f(int k) { long s = 0; for (int i = 0; i < 200000; i++) for (int j = 0; j < 200000; j++)"
+    " s += i ^ j ^ k; return s; }\n"
+    + "".join(f"constexpr long v{k} = f({k});\n" for k in range(10))
+    + "int main() { return (int)(v0 + v9); }\n"
+)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_compile_past_the_batch_deadline_stops_and_the_item_is_deadline_exceeded(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> None:
+    """The compile limits are settings (here 10 minutes); the batch's deadline (8 s) stops the compile all the same,
+    the item is null like any code item past the deadline, and the sandbox is free again for the next batch."""
+    settings: dict[str, object] = {
+        "sandbox_backend": backend, "sandbox__pool_size": 1, "sandbox__pool_name": pool_name(),
+        "batch_timeout_s": 8, "math_timeout_s": 1, "sandbox__compile_wall_s": 600, "sandbox__compile_cpu_s": 600,
+    }  # fmt: skip
+    if backend == "docker":
+        settings["sandbox__image"] = request.getfixturevalue("docker_image")
+    with running_server(tmp_path, None, **settings) as server:  # type: ignore[arg-type]
+        if backend == "local" and sandbox_status(server)["isolation"] != "bubblewrap":
+            pytest.skip("bubblewrap cannot run here (apt-get install bubblewrap; needs user namespaces)")
+        code = results(server, [cpp_item(SLOW_COMPILE)])[0]["components"]["code"]
+        assert (code["verdict"], code["score"]) == ("deadline_exceeded", None), code
+        for _ in range(300):  # the compiler's sandbox is replaced: no compile runs on
+            status = sandbox_status(server)
+            if status["binaries"]["compiling"] == 0 and status["idle"] == 1:
+                break
+            time.sleep(0.1)
+        assert status["binaries"]["compiling"] == 0 and status["replaced"] >= 1, status
+        quick = '#include <cstdio>\nint main() { long a, b; scanf("%ld %ld", &a, &b); printf("%ld", a + b); }\n'
+        assert results(server, [cpp_item(quick)])[0]["components"]["code"]["score"] == 1.0

@@ -6,6 +6,7 @@ cache never carries one test's verdicts into another."""
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 import time
@@ -21,6 +22,8 @@ from tests.conftest import Server, free_port, running_process, running_server
 
 KEY = "judge-test-key-" + uuid.uuid4().hex
 KEY_ENV = "JUDGE_TEST_API_KEY"
+REFUSED_KEY, REFUSED_KEY_ENV = "refused-" + uuid.uuid4().hex, "JUDGE_TEST_REFUSED_KEY"  # the stand-in answers 401
+PASSWORD, QUERY_KEY = "pw-" + uuid.uuid4().hex, "qk-" + uuid.uuid4().hex  # in the "vault" judge's base_url
 CONTEXT_CHARS = 3000
 
 
@@ -43,9 +46,19 @@ def server(
                    "max_tokens": 17, "context_chars": CONTEXT_CHARS},
         "serial": {"base_url": base, "model": "serial-model", "max_concurrency": 1, "timeout_s": 3.0},
         "down": {"base_url": f"http://127.0.0.1:{free_port()}/v1", "model": "m", "timeout_s": 1.0},
+        "vault": {"base_url": base.replace("//", f"//judge-user:{PASSWORD}@") + f"?key={QUERY_KEY}&v=2",
+                  "model": "vault-model", "timeout_s": 3.0},
+        "refusing": {"base_url": base, "model": "m", "api_key_env": REFUSED_KEY_ENV, "timeout_s": 3.0},
     }  # fmt: skip
     monkeypatch_module.setenv(KEY_ENV, KEY)
-    settings = {"judges": json.dumps(judges), "batch_timeout_s": 6, "math_timeout_s": 2, "code_enabled": "false"}
+    monkeypatch_module.setenv(REFUSED_KEY_ENV, REFUSED_KEY)
+    settings = {
+        "judges": json.dumps(judges),
+        "batch_timeout_s": 6,
+        "math_timeout_s": 2,
+        "code_enabled": "false",
+        "log_level": "info",
+    }  # httpx logs each request at INFO: the tests read those lines for secrets
     with running_server(tmp_path_factory.mktemp("judge-server"), **settings) as srv:
         yield srv
 
@@ -89,12 +102,21 @@ MATRIX: dict[str, list[tuple[str, str, float | None]]] = {
         ("A: INCORRECT", "judge_unparseable", None), ("A or B", "judge_unparseable", None),
         ("\\boxed{A} then \\boxed{B}", "judge_unparseable", None), ("The answer is correct", "judge_unparseable", None),
         ("", "judge_unparseable", None),
+        # a boxed letter next to a word that contradicts it is two labels
+        ("Final Judgment: \\boxed{A} - INCORRECT", "judge_unparseable", None),
+        ("INCORRECT: \\boxed{A}", "judge_unparseable", None), ("\\boxed{b} **correct**", "judge_unparseable", None),
+        # a boxed letter quoted or escaped in the reasoning is not a verdict
+        ("The candidate wrote `\\boxed{B}`, as the standard answer. A", "judge_unparseable", None),
+        ("It wrote \"\\boxed{B}\"; it matches.\nFinal Judgment: \\boxed{A} - CORRECT", "correct", 1.0),
+        ("It wrote \\\\boxed{B}, equal to the standard answer. Final Judgment: \\boxed{A}", "correct", 1.0),
     ],
     "general_verifier": [
         ("Final Decision: Yes", "correct", 1.0), ("It differs.\nFinal Decision: No", "incorrect", 0.0),
         ("Final Decision: \\boxed{Yes}", "correct", 1.0), ("\\boxed{No}", "incorrect", 0.0),
         ("Final Decision: Yes\nFinal Decision: No", "judge_unparseable", None), ("Yes", "judge_unparseable", None),
         ("Final Decision: maybe", "judge_unparseable", None),
+        ("Not `\\boxed{No}`: they agree.\nFinal Decision: Yes", "correct", 1.0),
+        ("Final Decision: Yesterday", "judge_unparseable", None),
     ],
     "equivalence": [
         ("They match. [[A=B]]", "correct", 1.0), ("[[A!=B]]", "incorrect", 0.0),
@@ -103,10 +125,17 @@ MATRIX: dict[str, list[tuple[str, str, float | None]]] = {
     "custom": [
         ("VERDICT: correct", "correct", 1.0), ("VERDICT: incorrect", "incorrect", 0.0),
         ("correct, no, incorrect", "judge_unparseable", None), ("unsure", "judge_unparseable", None),
+        ("incorrectly put, but correct", "correct", 1.0),
+    ],
+    "custom_yes_no": [  # labels are whole words: "No" is not in "Nonetheless", nor "Yes" in "Yesterday"
+        ("Nonetheless the answer matches.", "judge_unparseable", None), ("Nonetheless, Yes", "correct", 1.0),
+        ("Yesterday's reference: No", "incorrect", 0.0), ("Yes. No.", "judge_unparseable", None),
     ],
 }  # fmt: skip
 CUSTOM = {"prompt_template": "Q: {question}\nRef: {gold}\nAns: {answer}\nSay correct or incorrect.",
           "correct_label": "correct", "incorrect_label": "incorrect"}  # fmt: skip
+OPTIONS = {"custom": CUSTOM, "custom_yes_no": {**CUSTOM, "preset": "custom", "correct_label": "Yes",
+                                               "incorrect_label": "No"}}  # fmt: skip
 
 
 @pytest.mark.parametrize("preset", list(MATRIX))
@@ -115,7 +144,7 @@ def test_each_preset_reads_exactly_one_label(server: Server, standin: str, prese
     answers = [f"x{tag()}" for _ in cases]
     replies = [reply for reply, _, _ in cases]
     script(standin, [{"contains": [answer], "reply": reply} for answer, reply in zip(answers, replies, strict=True)])
-    options = {"preset": preset, **(CUSTOM if preset == "custom" else {})}
+    options = {"preset": preset, **OPTIONS.get(preset, {})}
     results = score(server, [judged(answer, options) for answer in answers])
     got = [(r["components"]["judge"]["verdict"], r["components"]["judge"]["score"]) for r in results]
     assert got == [(verdict, value) for _, verdict, value in cases]
@@ -126,10 +155,14 @@ def test_each_preset_reads_exactly_one_label(server: Server, standin: str, prese
 def test_master_keys_never_reach_the_judge(server: Server, standin: str) -> None:
     script(standin, [], default={"reply": "A"})  # a judge that accepts anything
     before = len(received(standin))
-    keys = ["", ":", ".", "Thought process:", "Let me think...", "  ", "**", "解"]
+    keys = ["", ":", ".", "Thought process:", "Let me think...", "  ", "**", "解", "\\boxed{}",
+            "\\boxed{\\text{Thought process:}}", "Thought process:\n\nStep 1:", "思路", "解题思路：\n\n第一步：",
+            "$\\text{Final Answer:}$", "<think>\n</think>"]  # fmt: skip
     items = [{"completion": key, "prompt": "Q?", "judge": {"judge": "grader", "gold": "7"}} for key in keys]
+    # `full` sends the end of the completion that fits the judge's context: that is what is checked, not the whole
+    cut = "The answer is 7." + " ." * CONTEXT_CHARS
     items += [{"completion": key, "prompt": "Q?", "judge": {"judge": "grader", "gold": "7", "input": "full"}}
-              for key in keys]  # fmt: skip
+              for key in [*keys, cut]]  # fmt: skip
     items.append({"completion": "<think>7</think>", "prompt": "Q?", "judge": {"judge": "grader", "gold": "7"}})
     results = score(server, items)
     assert [r["components"]["judge"]["verdict"] for r in results] == ["no_answer"] * len(items)
@@ -197,6 +230,18 @@ def test_failures_are_null_never_0(server: Server, standin: str) -> None:
     assert got == [(verdict, None, None) for verdict in expected]
 
 
+def test_the_judge_s_timeout_is_the_whole_call_s_and_its_body_is_capped(server: Server, standin: str) -> None:
+    """A judge that sends its answer a piece a second (each read well within timeout_s 3, the whole in 8 s) is
+    judge_timeout, not a verdict the batch waits for; a body over 4 MiB is judge_error, read no further."""
+    drip, huge = f"x{tag()}", f"x{tag()}"
+    script(standin, [{"contains": [drip], "reply": "A", "drip_s": 1.0},
+                     {"contains": [huge], "reply": "A" + " " * (5 * 2**20)}])  # fmt: skip
+    results = score(server, [judged(drip, {}), judged(huge, {})])
+    got = [(r["components"]["judge"]["verdict"], r["components"]["judge"]["detail"]) for r in results]
+    assert got == [("judge_timeout", "the judge did not answer within 3s"),
+                   ("judge_error", "the judge's answer is over 4 MiB")]  # fmt: skip
+
+
 def test_the_same_question_is_asked_once_in_a_batch_and_across_requests(server: Server, standin: str) -> None:
     answer = f"x{tag()}"
     script(standin, [{"contains": [answer], "reply": "A"}])
@@ -254,12 +299,45 @@ def test_judges_are_listed_and_probed_without_secrets(server: Server, standin: s
     listed = httpx.get(f"{server.url}/v1/judges", timeout=5)
     assert listed.status_code == 200
     by_name = {judge["name"]: judge for judge in listed.json()["judges"]}
-    assert set(by_name) == {"grader", "serial", "down"}
+    assert set(by_name) == {"grader", "serial", "down", "vault", "refusing"}
     assert by_name["grader"]["api_key"] is True and by_name["serial"]["api_key"] is False
     assert by_name["grader"]["model"] == "grader-model" and by_name["grader"]["max_tokens"] == 17
     assert httpx.get(f"{standin}/_probes", timeout=5).json() >= 1  # GET /models, no prompt
     for text in (ready.text, listed.text, server.output()):
         assert KEY not in text
+
+
+def test_credentials_in_the_base_url_are_sent_as_basic_auth_and_query_never_shown(server: Server, standin: str) -> None:
+    """`user:password@` goes as basic auth and the query (`?key=`) with each request; neither is in a log line (httpx
+    logs each request's URL at INFO), /readyz or GET /v1/judges, which show the URL without them."""
+    answer = f"x{tag()}"
+    script(standin, [{"contains": [answer], "reply": "A"}])
+    [result] = score(server, [{**judged(answer, {}), "judge": {"judge": "vault", "gold": "G"}}])
+    assert result["components"]["judge"]["verdict"] == "correct"
+    [sent] = [r for r in received(standin) if answer in r["prompt"]]
+    assert sent["authorization"] == "Basic " + base64.b64encode(f"judge-user:{PASSWORD}".encode()).decode()
+    assert sent["query"] == f"key={QUERY_KEY}&v=2"
+    ready = httpx.get(f"{server.url}/readyz", timeout=5).json()["judges"]["vault"]
+    listed = httpx.get(f"{server.url}/v1/judges", timeout=5).json()["judges"]
+    [shown] = [judge["base_url"] for judge in listed if judge["name"] == "vault"]
+    assert ready["base_url"] == shown == f"{standin}/v1"
+    assert "HTTP Request: POST" in server.output()  # the lines that would carry them are there
+    for secret in (PASSWORD, QUERY_KEY, "judge-user"):
+        assert secret not in server.output() and secret not in json.dumps([ready, listed])
+
+
+def test_a_judge_that_refuses_the_key_is_not_reachable_and_says_why(server: Server) -> None:
+    """A judge answering 401 (or 403) is up but every call to it fails: /readyz says it is not reachable, and why,
+    without the key."""
+    [result] = score(server, [{**judged(f"x{tag()}", {}), "judge": {"judge": "refusing", "gold": "G"}}])
+    judge = result["components"]["judge"]
+    assert (judge["verdict"], judge["score"], judge["detail"]) == ("judge_error", None, "the judge answered HTTP 401")
+    ready = httpx.get(f"{server.url}/readyz", timeout=5)
+    shown = ready.json()["judges"]["refusing"]
+    assert shown["reachable"] is False and "401" in shown["why"] and "refused" in shown["why"]
+    assert ready.json()["judges"]["grader"]["why"] is None
+    for text in (ready.text, httpx.get(f"{server.url}/v1/judges", timeout=5).text, server.output()):
+        assert REFUSED_KEY not in text
 
 
 def test_a_judge_this_server_lacks_is_a_422(server: Server) -> None:
@@ -312,3 +390,6 @@ def test_judge_settings_are_checked_at_start() -> None:
         VerifierSettings(judges={"j": {**judge, "base_url": "ftp://x"}})
     with pytest.raises(ValidationError, match="extra"):
         VerifierSettings(judges={"j": {**judge, "api_key": "inline keys are refused"}})
+    with pytest.raises(ValidationError, match="api_key_env: the base_url holds credentials too") as raised:
+        VerifierSettings(judges={"j": {**judge, "base_url": "http://u:SECRET-PW@h/v1", "api_key_env": "K"}})
+    assert "SECRET-PW" not in str(raised.value)

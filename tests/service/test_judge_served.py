@@ -27,7 +27,7 @@ if not serving.is_serve_available() or not Path(sys.executable).with_name("trans
 
 from verifier_service.scoring.judge_prompts import COMPASS, fill, parse_label  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # its module fixtures build, teach and serve two models
 
 SERVE_READY_S = 180.0  # it imports torch and transformers first: a minute on a busy 2-core machine
 QUESTIONS = [("What is 6 * 7?", "42", "forty-two"), ("What is 4 + 5?", "9", "nine"), ("What is 10 - 3?", "7", "8"),

@@ -3,7 +3,10 @@ downloads): every step score equals a direct transformers forward over the same 
 each layout gives (PRMTrainer's `tokenize_row`, Qwen2.5-Math-PRM's and Math-Shepherd's model cards), in batches of
 mixed lengths, including a tokenizer that merges the separator into its neighbour when the steps are joined; a score
 does not depend on its batch; a layout over max_tokens, steps holding the tag and a completion with no steps are null;
-a model of the wrong kind is a 422 naming the field."""
+a model of the wrong kind is a 422 naming the field. Items that carry their token ids (completion_ids) get each
+step's token range in them, read with the model's tokenizer or its policy_tokenizer, equal to a reference from every
+prefix of the ids decoded, for characters of several tokens (Chinese, emoji) and steps that end inside a token; ids
+that do not give the completion get none and the reason; items without ids in the same batch are as before."""
 
 from __future__ import annotations
 
@@ -83,6 +86,7 @@ def prm_server(tmp_path_factory: pytest.TempPathFactory, checkpoints: dict[str, 
         name: {"path": str(path), "kind": KINDS[name], "max_tokens": MAX_TOKENS, "batch_tokens": 2 * MAX_TOKENS}
         for name, path in checkpoints.items()
     }
+    models["shepherd"]["policy_tokenizer"] = str(checkpoints["merging"])  # its items' ids are another tokenizer's
     settings: dict[str, Any] = {"math_workers": 1, "code_enabled": "false", "models": json.dumps(models)}
     with running_server(
         tmp_path_factory.mktemp("prm-server"), ready_timeout=MODEL_SERVER_READY_S, **settings
@@ -325,3 +329,116 @@ def test_gated_on_the_rule_prm_scores_only_right_answers(prm_server: Server) -> 
     assert right["steps"] == alone["steps"]
     assert (wrong["score"], wrong["verdict"]) == (0.0, "gated_out")
     assert "steps" not in wrong and "model_version" not in wrong
+
+
+# --- token indices: the steps in the item's own ids ---------------------------------------------------------------
+
+TOKEN_COMPLETIONS = [
+    "汤姆有3个苹果。\n他又买了4个🍎🍎。\n\n所以他有7个 🙂\n答案是7",  # characters of several byte tokens
+    "Tom has 3 apples.\nHe buys 4 more.\nSo he has 3 + 4 = 7 apples.\nThe answer is 7.\n",
+    "\n\nNaïve café: 3 + 4 = 7 €.\n👍🏽 The answer is 7.",
+]
+
+
+def policy_ids(path: Path, completion: str) -> list[int]:
+    """The ids a policy generated the completion as: its tokens, and the EOS that TRL's completion_ids keep."""
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    return [*tokenizer(completion, add_special_tokens=False)["input_ids"], tokenizer.eos_token_id]
+
+
+def token_reference(path: Path, ids: list[int], completion: str) -> list[tuple[int, int]]:
+    """Each step's token range from every prefix of the ids decoded (quadratic: the test's inputs are short): it
+    starts at the last token whose prefix has begun at most its first character (a character cut short decodes to
+    U+FFFD) and ends after the first prefix that holds its last character whole."""
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    whole, begun = [], []
+    for k in range(len(ids) + 1):
+        decoded = str(tokenizer.decode(ids[:k], skip_special_tokens=True))
+        kept = decoded.rstrip("\ufffd")
+        assert completion.startswith(kept)
+        whole.append(len(kept))
+        begun.append(len(kept) + (decoded != kept))
+    ranges = []
+    start = 0
+    for step in steps_of(completion):
+        start = completion.index(step, start)
+        end = start + len(step)
+        first = max(k for k in range(len(ids)) if begun[k] <= start)
+        ranges.append((first, min(k for k in range(len(ids) + 1) if whole[k] >= end)))
+        start = end
+    return ranges
+
+
+@pytest.mark.parametrize(
+    ("model", "layout", "policy"), [("bos", "trl", "bos"), ("merging", "qwen_prm", "merging"),
+                                    ("shepherd", "step_tag", "merging")],
+)  # fmt: skip
+def test_steps_carry_their_token_ranges_in_the_items_ids(
+    prm_server: Server, checkpoints: dict[str, Path], model: str, layout: str, policy: str
+) -> None:
+    """With completion_ids, each step's [token_start, token_end) equals the reference over the policy's tokenizer
+    (the model's own, or its policy_tokenizer: shepherd's is merging's); without, the same item has none; the scores
+    are the same either way, and in a batch mixing both. (Math-Shepherd's tag, Cyrillic, is found by its last byte
+    token, which Chinese characters hold too: shepherd lays those out bad_layout, and is given the others.)"""
+    completions = TOKEN_COMPLETIONS[1:] if model == "shepherd" else TOKEN_COMPLETIONS
+    items: list[dict[str, Any]] = []
+    for completion in completions:
+        ids = policy_ids(checkpoints[policy], completion)
+        spec = {"model": model, "layout": layout}
+        items += [{"prompt": PROMPT, "completion": completion, "completion_ids": ids, "prm": spec},
+                  {"prompt": PROMPT, "completion": completion, "prm": spec}]  # fmt: skip
+    results = prm_results(score(prm_server, items))
+    for index, completion in enumerate(completions):
+        carried, bare = results[2 * index], results[2 * index + 1]
+        assert carried["verdict"] == bare["verdict"] == "scored"
+        want = token_reference(checkpoints[policy], items[2 * index]["completion_ids"], completion)
+        assert [(s["token_start"], s["token_end"]) for s in carried["steps"]] == want
+        assert [(s["start"], s["end"], s["score"]) for s in carried["steps"]] == [
+            (s["start"], s["end"], s["score"]) for s in bare["steps"]
+        ]
+        assert all("token_start" not in s and "token_end" not in s for s in bare["steps"])
+        assert carried["detail"] == bare["detail"] and "token" not in bare["detail"]
+
+
+def test_the_cases_the_token_ranges_are_for_occur(checkpoints: dict[str, Path]) -> None:
+    """A character spread over several tokens (the first completion) and a step ending inside a token (merging's
+    `.\n`): the ranges above were checked on both."""
+    tokenizer = AutoTokenizer.from_pretrained(checkpoints["bos"])
+    chinese = tokenizer(TOKEN_COMPLETIONS[0], add_special_tokens=False)["input_ids"]
+    assert len(chinese) > len(TOKEN_COMPLETIONS[0]) + 10
+    merging = AutoTokenizer.from_pretrained(checkpoints["merging"])
+    tokens = merging.convert_ids_to_tokens(merging(TOKEN_COMPLETIONS[1], add_special_tokens=False)["input_ids"])
+    assert ".Ċ" in tokens  # "." and "\n" in one token: a step ends inside it
+
+
+def test_ids_that_do_not_give_the_completion_get_no_token_ranges_and_the_reason(
+    prm_server: Server, checkpoints: dict[str, Path]
+) -> None:
+    completion = TOKEN_COMPLETIONS[1]
+    ids = policy_ids(checkpoints["bos"], completion)
+    other = policy_ids(checkpoints["bos"], completion.replace("Tom", "Tim"))
+    items = [{"completion": completion, "completion_ids": wrong, "prm": {"model": "bos"}}
+             for wrong in (ids[:-4], other, [*ids[:-1], 10**6])]  # fmt: skip
+    items.append({"completion": completion, "completion_ids": ids, "prm": {"model": "bos"}})
+    *wrong, right = prm_results(score(prm_server, items))
+    for result, why in zip(wrong, ["do not decode to the completion"] * 2 + ["not in the tokenizer's vocabulary"],
+                           strict=True):  # fmt: skip
+        assert result["verdict"] == "scored" and len(result["steps"]) == 4
+        assert all("token_start" not in s for s in result["steps"])
+        assert result["detail"].endswith(f"; no token indices: the token ids {why}") or why in result["detail"]
+        assert [s["score"] for s in result["steps"]] == [s["score"] for s in right["steps"]]
+    assert all("token_start" in s for s in right["steps"])
+
+
+@pytest.mark.parametrize(
+    ("ids", "loc"),
+    [("1 2 3", ["items", 0, "completion_ids"]), ([1, "secret-value"], ["items", 0, "completion_ids", 1]),
+     ([1, 2.5], ["items", 0, "completion_ids", 1]), ([-7], ["items", 0, "completion_ids", 0])],
+)  # fmt: skip
+def test_completion_ids_of_the_wrong_type_are_a_422_naming_the_field(
+    prm_server: Server, ids: Any, loc: list[Any]
+) -> None:
+    response = score(prm_server, [{"completion": "7", "completion_ids": ids, "prm": {"model": "bos"}}])
+    assert response.status_code == 422, response.text
+    assert [e["loc"] for e in response.json()["errors"]] == [".".join(map(str, loc))]
+    assert "secret-value" not in response.text and "1 2 3" not in response.text and "2.5" not in response.text

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from sandbox.api import pool_name
+from sandbox.api import SandboxConfig, pool_name
 from verifier_service.app import create_app
 from verifier_service.schema import ScoreItem
 from verifier_service.settings import SandboxSettings, VerifierSettings
@@ -73,6 +73,30 @@ def test_sandbox_settings_reach_the_executor(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("VERIFIER_SANDBOX__MAX_WALL_S", "7")
     config = sandbox_config(VerifierSettings())
     assert (config.uid_base, config.pool_name, config.max_limits.wall_s) == (20001, "replica-2", 7.0)
+    assert config.compile_limits == SandboxConfig().compile_limits  # the defaults: 30 s, 20 s, 1 GB, 16 MB
+    for name, value in {"WALL_S": "45", "CPU_S": "9", "MEMORY_MB": "2048", "MAX_BINARY_MB": "64"}.items():
+        monkeypatch.setenv(f"VERIFIER_SANDBOX__COMPILE_{name}", value)
+    limits = sandbox_config(VerifierSettings()).compile_limits
+    assert (limits.wall_s, limits.cpu_s, limits.memory_mb, limits.max_file_mb) == (45.0, 9.0, 2048, 64)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("COMPILE_WALL_S", "0"), ("COMPILE_CPU_S", "601"), ("COMPILE_MEMORY_MB", "64"), ("COMPILE_MAX_BINARY_MB", "0")],
+)
+def test_compile_limits_out_of_range_fail_naming_the_setting(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(f"VERIFIER_SANDBOX__{name}", value)
+    with pytest.raises(ValidationError, match=name.lower()):
+        VerifierSettings()
+
+
+def test_a_compile_may_not_have_more_memory_than_the_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VERIFIER_SANDBOX__MAX_MEMORY_MB", "1024")
+    monkeypatch.setenv("VERIFIER_SANDBOX__COMPILE_MEMORY_MB", "2048")
+    with pytest.raises(ValidationError, match="COMPILE_MEMORY_MB must not exceed"):
+        VerifierSettings()
 
 
 def test_an_internal_error_is_a_500_without_detail_and_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:

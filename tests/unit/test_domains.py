@@ -185,7 +185,17 @@ def test_datasets_of_the_older_domains_have_no_shape() -> None:
         assert detect_shape(columns) is None
     with pytest.raises(ValueError, match="unknown dataset shape 'bird_sql'; shapes: auto, none, ifeval"):
         resolve_shape("bird_sql", [])
-    assert set(DATASET_SHAPES) == {"auto", "none", "ifeval", "open_instruct", "bird", "reasoning_gym", "json_schema"}
+    assert set(DATASET_SHAPES) == {
+        "auto",
+        "none",
+        "ifeval",
+        "open_instruct",
+        "bird",
+        "reasoning_gym",
+        "json_schema",
+        "codeforces",
+        "code_contests",
+    }
 
 
 def test_a_malformed_row_is_an_error_naming_the_row_never_the_value() -> None:

@@ -15,6 +15,7 @@ from verifier_service.pool import WorkerPool
 from verifier_service.resources import WORKER_TASK, MathWorkers
 from verifier_service.schema import ComponentResult, MathOptions, ScoreItem, Verdict
 from verifier_service.scoring import code as code_module
+from verifier_service.scoring import judge as judge_module
 from verifier_service.scoring import math as math_module
 from verifier_service.scoring.math import CACHEABLE, MathResult, MathTask, ResultCache
 from verifier_service.scoring.pooled import Resources
@@ -165,6 +166,39 @@ def test_extraction_yields_the_event_loop_every_slice_of_completions_and_golds(m
     for tick, chars in seen:
         slices[tick] = slices.get(tick, 0) + chars
     assert len(slices) > 1 and max(slices.values()) <= engine_module.INLINE_PREPARE_CHARS
+
+
+def test_the_second_round_yields_the_event_loop_every_slice_as_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A judge with `when: "rule_miss"` is prepared in the second round, after the rule: its extraction reads the
+    completions as the first round's does, and is sliced the same way (it ran for the whole batch at once)."""
+    reasoning = "<think>" + "a step, " * 250 + "</think>Thought process:"  # the rule and the judge find no answer
+    judge = {"judge": "j", "gold": "4", "when": "rule_miss"}
+    batch = [ScoreItem.model_validate({"completion": reasoning, "math": {"gold": "4"}, "judge": judge})
+             for _ in range(60)]  # fmt: skip
+    ticks, seen = 0, []
+    real = judge_module.answer_text
+
+    def recorded(item: ScoreItem, spec: Any, window: int) -> Any:
+        seen.append((ticks, len(item.completion) + len(spec.gold)))
+        return real(item, spec, window)
+
+    async def main() -> list[Any]:
+        nonlocal ticks
+        settings = VerifierSettings(math_workers=1, judges={"j": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}})
+        engine = Engine(resources(WorkerPool(1, WORKER_TASK), settings))  # no job: nothing is asked
+        scoring = asyncio.ensure_future(engine.score(batch))
+        while not scoring.done():
+            ticks += 1
+            await asyncio.sleep(0)
+        return scoring.result()
+
+    monkeypatch.setattr(judge_module, "answer_text", recorded)
+    results = asyncio.run(main())
+    assert [result.components["judge"].verdict for result in results] == ["no_answer"] * 60
+    slices: dict[int, int] = {}
+    for tick, chars in seen:
+        slices[tick] = slices.get(tick, 0) + chars
+    assert len(seen) == 60 and len(slices) > 1 and max(slices.values()) <= engine_module.INLINE_PREPARE_CHARS
 
 
 def test_a_pooled_component_is_a_table_entry_the_engine_drives_without_naming_it(

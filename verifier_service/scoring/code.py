@@ -116,12 +116,14 @@ def submission(program: str, spec: CodeSpec) -> Submission:
     tests = tuple(_test(t) for t in spec.tests)
     checker = None
     if spec.checker is not None:
-        checker = Checker(spec.checker.source, spec.checker.language, tuple(sorted(spec.checker.files.items())))
+        files = tuple(sorted(spec.checker.files.items()))
+        checker = Checker(spec.checker.source, spec.checker.language, files, spec.checker.points)
     return Submission(program=program, tests=tests, limits=limits, language=spec.language, checker=checker)
 
 
 def code_component(result: RunResult, total: int, fenced: bool = True) -> ComponentResult:
-    """Score = passed / total; compile errors and missing code score 0; an unjudgeable run is null. An answer with no
+    """Score = passed / total (with a checker's partial credit, the mean of the tests' points); compile errors and
+    missing code score 0; an unjudgeable run is null. An answer with no
     code block that does not compile is prose, not a program: `no_code`, not `compile_error`."""
     if not fenced and result.verdict == RunVerdict.COMPILE_ERROR:
         return no_code(total, f"no code block, and the answer is not a Python program ({result.detail})")

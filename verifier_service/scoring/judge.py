@@ -2,9 +2,12 @@
 reference, read strictly (scoring/judge_prompts.py).
 
 On the event loop an item becomes a job: the judge's name, the filled prompt (and its swapped twin) and how to read
-the reply. An answer that is empty, only punctuation or only a reasoning opener is 0 (no_answer) without asking: the
-"master keys" that judges accept (arXiv 2507.08794). Equal jobs of a request are asked once, and finished verdicts
-are kept across requests (a bounded LRU, as math's): the same (question, reference, answer) is never asked twice.
+the reply. An answer that is empty or only punctuation, markup (`\\boxed{}`, `\\text{}`, tags), reasoning openers
+and step headings ("Thought process:", "Step 1:", "解题思路") is 0 (no_answer) without asking: the "master keys" that
+judges accept (arXiv 2507.08794); what is checked is what would be sent (with `full`, the end that fits). Equal jobs
+of a request are asked once, and finished verdicts are kept across requests (a bounded LRU, as math's, keyed by a
+digest of the prompts sent: an entry's size does not grow with the answer's): the same (question, reference, answer)
+is never asked twice.
 What the judge could not say is null, never 0: a reply with no label or two (judge_unparseable), a timeout
 (judge_timeout), an error, a refused connection or a malformed body (judge_error), a call not done by the batch
 deadline (deadline_exceeded). With `when: "rule_miss"` the engine prepares the judge in its second round, after the
@@ -14,6 +17,7 @@ rule: `JudgeSpec.settled_by_gate` scores an answer the rule calls right 1 withou
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import re
 import threading
@@ -29,14 +33,35 @@ from verifier_service.scoring.pooled import ITEM_FAILED, Resources, deadline_exc
 
 log = logging.getLogger(__name__)
 
-# Whole answers that say nothing: reasoning openers and answer words (lower case, spaces squeezed, no punctuation).
+# Reasoning openers and answer words: an answer made only of these (and step headings, markup, punctuation) says
+# nothing. Matched as whole words, after the same normalisation as the answer (lower case, punctuation as spaces).
 OPENERS = frozenset({
     "thought process", "thoughts", "thinking", "reasoning", "let me think", "let me think step by step",
     "let's think", "let's think step by step", "let us think step by step", "let me solve this step by step",
     "let's solve this step by step", "let's solve this problem step by step", "step by step", "solution",
-    "answer", "final answer", "the answer is", "the final answer is", "解", "解答", "答案", "思考过程",
+    "answer", "final answer", "the answer is", "the final answer is",
+    "解", "解答", "答案", "思考过程", "思路", "解题思路", "思考", "解题过程", "分析", "解析", "步骤",
 })  # fmt: skip
-_EDGES = re.compile(r"^[\W_]+|[\W_]+$")
+# Markup around an answer that is not its content: tags (<think>), the LaTeX wrappers of text and boxes, braces,
+# dollars. Content commands (\pi, \infty, \frac) stay.
+_MARKUP = re.compile(
+    r"</?[A-Za-z_][\w-]*>|\\(?:boxed|fbox|mbox|text[a-z]*|math(?:rm|bf|it|sf|tt|normal)|operatorname|displaystyle"
+    r"|textstyle|left|right|quad|qquad)(?![A-Za-z])|[{}$]"
+)
+_STEP = re.compile(r"(?<!\w)step\s*\d+(?!\w)|第\s*[\d一二三四五六七八九十]+\s*步")
+_PUNCTUATION = re.compile(r"[\W_]+")
+
+
+def _normalised(text: str) -> str:
+    return " ".join(_PUNCTUATION.sub(" ", _MARKUP.sub(" ", text).lower()).split())
+
+
+_OPENER_WORDS = re.compile(
+    "|".join(
+        re.escape(words) if not words.isascii() else rf"(?<!\w){re.escape(words)}(?!\w)"  # CJK: no spaces to bound
+        for words in sorted({_normalised(opener) for opener in OPENERS}, key=len, reverse=True)
+    )
+)
 _LABEL_RESULTS: dict[Label, tuple[float, Verdict]] = {
     "correct": (1.0, Verdict.CORRECT),
     "incorrect": (0.0, Verdict.INCORRECT),
@@ -45,14 +70,20 @@ _LABEL_RESULTS: dict[Label, tuple[float, Verdict]] = {
 
 
 def says_nothing(answer: str) -> bool:
-    """Whether an answer is empty, only punctuation or only a reasoning opener: never sent to a judge.
+    """Whether an answer is empty or only punctuation, markup, reasoning openers and step headings: never sent to a
+    judge (the "master keys" judges accept).
 
-    >>> [says_nothing(text) for text in ("", " : ", "Thought process:", "Let me think...", "42", "x = 3")]
-    [True, True, True, True, False, False]
+    >>> [says_nothing(text) for text in ("", " : ", "Thought process:", "Let me think...", "\\\\boxed{}", "思路：")]
+    [True, True, True, True, True, True]
+    >>> says_nothing("\\\\boxed{\\\\text{Thought process:}}"), says_nothing("Thought process:\\n\\nStep 1:")
+    (True, True)
+    >>> [says_nothing(text) for text in ("42", "x = 3", "\\\\boxed{\\\\pi}", "The answer is 7", "Step 2: 9")]
+    [False, False, False, False, False]
     """
     if not any(char.isalnum() for char in answer):
         return True
-    return " ".join(_EDGES.sub("", answer.strip()).lower().split()) in OPENERS
+    rest = _OPENER_WORDS.sub(" ", _STEP.sub(" ", _normalised(answer)))
+    return not any(char.isalnum() for char in rest)
 
 
 @dataclass(frozen=True)
@@ -67,27 +98,44 @@ class JudgeJob:
     on_disagree: str
 
 
+def job_key(job: JudgeJob) -> bytes:
+    """The cache's key for a job: a 32-byte digest of everything that decides its verdict (the judge, the prompts
+    sent, which hold the question, the reference and the answer, and how the reply reads), never the texts
+    themselves: an entry costs the same for a 2 MB answer as for "42"."""
+    digest = hashlib.sha256()
+    fields = (job.judge, job.prompt, job.swapped, job.preset, *job.labels, job.on_disagree)
+    for field in fields:
+        data = b"\xff" if field is None else field.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "little") + data)  # length first: no two tuples give one stream
+    return digest.digest()
+
+
 class VerdictCache:
-    """A bounded LRU of finished judge verdicts by job; null ones are not kept (a retry may get an answer)."""
+    """A bounded LRU of finished judge verdicts, keyed by `job_key` (fixed-size keys: its memory is bounded by its
+    entry count, whatever the answers' size); null ones are not kept (a retry may get an answer). Equal results are
+    kept once."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._data: OrderedDict[JudgeJob, ComponentResult] = OrderedDict()
+        self._data: OrderedDict[bytes, ComponentResult] = OrderedDict()
+        self._results: dict[str, ComponentResult] = {}
         self._lock = threading.Lock()
 
     def get(self, job: JudgeJob) -> ComponentResult | None:
+        key = job_key(job)
         with self._lock:
-            found = self._data.get(job)
+            found = self._data.get(key)
             if found is not None:
-                self._data.move_to_end(job)
+                self._data.move_to_end(key)
             return found
 
     def put(self, job: JudgeJob, result: ComponentResult) -> None:
         if self.size <= 0 or result.score is None:
             return
-        with self._lock:
-            self._data[job] = result
-            self._data.move_to_end(job)
+        key = job_key(job)
+        with self._lock:  # a handful of distinct results (verdict, detail naming the judge): one object each
+            self._data[key] = self._results.setdefault(result.model_dump_json(), result)
+            self._data.move_to_end(key)
             while len(self._data) > self.size:
                 self._data.popitem(last=False)
 
@@ -133,11 +181,11 @@ class JudgeComponent:
         answer = answer_text(item, spec, self.settings.answer_window_chars)
         if answer is None:
             return no_answer("the reasoning was opened and never closed")
-        if says_nothing(answer):
-            return no_answer("the answer is empty, only punctuation or a reasoning opener: the judge was not asked")
         template = prompt_of(spec)
         context = self.settings.judges[spec.judge].context_chars
         question, gold, answer = fitted(template, item.prompt or "", spec.gold, answer, context)
+        if says_nothing(answer):  # what is sent: with `full`, the end of the completion that fits
+            return no_answer("the answer is empty, only punctuation or a reasoning opener: the judge was not asked")
         swapped = fill(template, question, answer, gold) if spec.swap else None
         job = JudgeJob(spec.judge, fill(template, question, gold, answer), swapped, spec.preset, labels_of(spec),
                        spec.on_disagree)  # fmt: skip

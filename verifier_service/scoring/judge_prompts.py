@@ -14,7 +14,9 @@ preset still reads the reply):
 
 Strict: a reply is read only when it holds exactly one label of the preset's format (said once or several times);
 none, or two different ones, is None (judge_unparseable). NeMo-Gym takes the first label and General-Verifier any
-"Final Decision: Yes" substring; here "Yes ... No" is neither.
+"Final Decision: Yes" substring; here "Yes ... No" is neither. A label quoted or escaped in the reasoning (`\\boxed{B}`
+in backticks or quotes, `\\\\boxed{B}`) is not said; a compass letter with a label word next to it that contradicts
+it (`\\boxed{A} - INCORRECT`) is two labels; custom labels are whole words ("No" is not read in "Nonetheless").
 """
 
 from __future__ import annotations
@@ -80,7 +82,11 @@ _PLACEHOLDER = re.compile(r"\{(question|gold|answer)\}")
 
 _COMPASS_LETTERS: dict[str, Label] = {"A": "correct", "B": "incorrect", "C": "invalid"}
 _COMPASS_WORDS: dict[str, Label] = {"CORRECT": "correct", "INCORRECT": "incorrect", "INVALID": "invalid"}
-_COMPASS_BOXED = re.compile(r"\\boxed\{\s*([ABC])\s*\}")
+_WORD = r"(CORRECT|INCORRECT|INVALID)\b"
+_BETWEEN = r"[\s*`]*[-:–—]?[\s*`]*"
+# A boxed letter with the word written next to it, before or after (`\boxed{A} - CORRECT`, `INCORRECT: \boxed{B}`).
+_COMPASS_BOXED = re.compile(rf"(?<![\w\\]){_WORD}{_BETWEEN}\\boxed\{{\s*([ABC])\s*\}}|\\boxed\{{\s*([ABC])\s*\}}"
+                            rf"(?:{_BETWEEN}{_WORD})?", re.IGNORECASE)  # fmt: skip
 # The whole reply: a letter, a word, or both ("A: CORRECT", "B - INCORRECT"), in any case, markup and a stop around.
 _COMPASS_WHOLE = re.compile(
     r"(?:(?P<letter>[ABC])(?:\s*[:.)\-]\s*(?P<named>CORRECT|INCORRECT|INVALID))?|(?P<word>CORRECT|INCORRECT|INVALID))",
@@ -89,6 +95,21 @@ _COMPASS_WHOLE = re.compile(
 _DECISION = re.compile(r"Final\s+Decision\s*:\s*(?:\*\*)?\s*(?:\\boxed\{\s*)?(Yes|No)\b", re.IGNORECASE)
 _BOXED_YES_NO = re.compile(r"\\boxed\{\s*(Yes|No)\s*\}", re.IGNORECASE)
 _EQUIVALENCE = re.compile(r"\[\[A!=B\]\]|\[\[A=B\]\]")
+_QUOTES = frozenset("`\"'“‘«\\")
+
+
+def _said(pattern: re.Pattern[str], reply: str) -> list[re.Match[str]]:
+    """The pattern's matches that the reply says, not quotes: none right after a quote mark, a backslash (an escaped
+    `\\\\boxed{B}`) or inside a `code span`.
+
+    >>> [m[0] for m in _said(_BOXED_YES_NO, "`\\\\boxed{No}` or '\\\\boxed{No}', so \\\\boxed{Yes}")]
+    ['\\\\boxed{Yes}']
+    """
+    return [
+        found
+        for found in pattern.finditer(reply)
+        if not (found.start() and reply[found.start() - 1] in _QUOTES) and reply.count("`", 0, found.start()) % 2 == 0
+    ]
 
 
 def fill(template: str, question: str, gold: str, answer: str) -> str:
@@ -125,7 +146,7 @@ def parse_label(preset: str, reply: str, custom: tuple[str | None, str | None, s
         return _compass(reply)
     found: set[Label]
     if preset == "general_verifier":
-        said = {m[1].lower() for m in _DECISION.finditer(reply)} | {m[1].lower() for m in _BOXED_YES_NO.finditer(reply)}
+        said = {m[1].lower() for m in _said(_DECISION, reply)} | {m[1].lower() for m in _said(_BOXED_YES_NO, reply)}
         found = {"correct" if value == "yes" else "incorrect" for value in said}
     elif preset == "equivalence":
         found = {"correct" if m[0] == "[[A=B]]" else "incorrect" for m in _EQUIVALENCE.finditer(reply)}
@@ -135,15 +156,21 @@ def parse_label(preset: str, reply: str, custom: tuple[str | None, str | None, s
 
 
 def _compass(reply: str) -> Label | None:
-    """A boxed letter (the COT variant: `Final Judgment: \\boxed{A} - CORRECT`), else the whole reply as a letter, a
-    word or both in agreement.
+    """A boxed letter said (not quoted; the COT variant: `Final Judgment: \\boxed{A} - CORRECT`), with any label word
+    next to it agreeing, else the whole reply as a letter, a word or both in agreement.
 
     >>> _compass("A"), _compass("**B: INCORRECT**"), _compass("Final Judgment: \\\\boxed{C} - REPETITIVE")
     ('correct', 'incorrect', 'invalid')
     >>> _compass("A: INCORRECT"), _compass("The answer is correct."), _compass("\\\\boxed{A} or \\\\boxed{B}")
     (None, None, None)
+    >>> _compass("\\\\boxed{A} - INCORRECT"), _compass("It wrote `\\\\boxed{B}`. Final Judgment: \\\\boxed{A}")
+    (None, 'correct')
     """
-    boxed = {_COMPASS_LETTERS[m[1]] for m in _COMPASS_BOXED.finditer(reply)}
+    boxed: set[Label] = set()
+    for found in _said(_COMPASS_BOXED, reply):
+        before, first, second, after = found.groups()  # a word before the box, its letter (either way), a word after
+        boxed.add(_COMPASS_LETTERS[(first or second).upper()])
+        boxed |= {_COMPASS_WORDS[word.upper()] for word in (before, after) if word}
     if boxed:
         return boxed.pop() if len(boxed) == 1 else None
     whole = _COMPASS_WHOLE.fullmatch(reply.strip().strip("*`'\" \n").rstrip(".").strip())
@@ -158,8 +185,15 @@ def _compass(reply: str) -> Label | None:
 
 
 def _custom(custom: tuple[str | None, str | None, str | None], reply: str) -> set[Label]:
+    """The custom labels the reply holds as whole words ("No" is not read in "Nonetheless"), each once.
+
+    >>> sorted(_custom(("Yes", "No", None), "Nonetheless, Yes.")), sorted(_custom(("Yes", "No", None), "Yes/No"))
+    (['correct'], ['correct', 'incorrect'])
+    """
     kinds: tuple[Label, ...] = ("correct", "incorrect", "invalid")
     named = {text: kind for text, kind in zip(custom, kinds, strict=True) if text}
-    # longest first: where one label holds another ("correct" in "incorrect") the longer is read
-    pattern = re.compile("|".join(re.escape(text) for text in sorted(named, key=len, reverse=True)))
+    # longest first: where one label holds another ("correct" in "incorrect") the longer is read; a label is a whole
+    # word where it starts or ends with a word character
+    words = "|".join(re.escape(text) for text in sorted(named, key=len, reverse=True))
+    pattern = re.compile(rf"(?<!\w)(?:{words})(?!\w)")
     return {named[m[0]] for m in pattern.finditer(reply)}

@@ -8,6 +8,10 @@ token budget in the model's thread. What the model could not score is null, neve
 (`too_long`: never cut, which would drop or shift steps), steps that cannot be laid out for it (`bad_layout`), a
 forward pass or a template that failed (`model_error`), an input not reached by the batch deadline
 (`deadline_exceeded`).
+
+An item that carries its token ids (`completion_ids`) gets each scored step's token range in them: after the forward,
+in the model's thread, with the model's policy tokenizer (reward_models/tokens.py), checked against the completion;
+where the ids do not give it, the steps have no ranges and the detail says why. Items without ids pay nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from verifier_service.schema import ComponentResult, PrmSpec, ScoreItem, StepSco
 from verifier_service.scoring.rm import ModelComponent
 
 if TYPE_CHECKING:
-    from reward_models.runtime import ModelRuntime, Outcome, PrmInput, ScoredModel
+    from reward_models.runtime import Located, ModelRuntime, Outcome, PrmInput, ScoredModel
 
 FAILED = {
     "too_long": (Verdict.TOO_LONG, "the steps' layout has {tokens} tokens, more than the model's max_tokens"),
@@ -32,6 +36,8 @@ FAILED = {
     ),
     "model_error": (Verdict.MODEL_ERROR, "the model failed on this input"),
 }
+
+NOT_LOCATED = "the deadline passed before the steps were found in the token ids"
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,7 @@ class PrmJob:
     prompt: str | None
     completion: str
     spans: tuple[tuple[int, int], ...]
+    ids: tuple[int, ...] | None = None  # the completion's token ids, when the item carries them
 
     def input(self) -> PrmInput:
         from reward_models.runtime import PrmInput
@@ -98,7 +105,8 @@ class PrmComponent(ModelComponent):
     name = "prm"
 
     def reads(self, item: ScoreItem, spec: PrmSpec) -> int:
-        return len(item.completion) + len(item.prompt or "")  # split into steps, and a job's hash reads them
+        # split into steps, and a job's hash reads them (and the ids, when it carries them)
+        return len(item.completion) + len(item.prompt or "") + len(item.completion_ids or ())
 
     def prepare(self, item: ScoreItem, spec: PrmSpec) -> PrmJob | ComponentResult:
         spans = tuple(step_spans(item.completion, spec.separator))
@@ -108,6 +116,7 @@ class PrmComponent(ModelComponent):
         return PrmJob(
             spec.model, spec.layout, spec.separator, spec.aggregate, spec.step_tag, spec.good_token, spec.bad_token,
             item.prompt, item.completion, spans,
+            None if item.completion_ids is None else tuple(item.completion_ids),
         )  # fmt: skip
 
     async def _forward(
@@ -117,3 +126,31 @@ class PrmComponent(ModelComponent):
 
     def _judged(self, job: PrmJob, outcome: Outcome, version: str) -> ComponentResult:
         return judged(job, outcome, version)
+
+    async def _score(
+        self, model: str, group: list[Any], deadline: float, loaded: ScoredModel
+    ) -> dict[Any, ComponentResult]:
+        """The steps scored, then, for the scored jobs that carry token ids, the steps found in them (in the model's
+        thread, with its policy tokenizer; only after scoring, so that a request without ids pays nothing)."""
+        results = await super()._score(model, group, deadline, loaded)
+        wanted = [job for job in group if job.ids is not None and results[job].steps is not None]
+        if not wanted:
+            return results
+        inputs = list(dict.fromkeys((job.ids, job.completion, job.spans) for job in wanted))  # aggregate aside
+        located = dict(zip(inputs, await self._runtime(model).locate(loaded, inputs, deadline), strict=True))
+        for job in wanted:
+            results[job] = self._relocated(results[job], located[job.ids, job.completion, job.spans])
+        return results
+
+    @staticmethod
+    def _relocated(result: ComponentResult, found: Located | None) -> ComponentResult:
+        """The scored result with its steps' token ranges, or the reason there are none in its detail."""
+        assert result.steps is not None
+        if found is None or found.spans is None:
+            why = NOT_LOCATED if found is None else found.why
+            return result.model_copy(update={"detail": f"{result.detail}; no token indices: {why}"})
+        steps = tuple(
+            step.model_copy(update={"token_start": start, "token_end": end})
+            for step, (start, end) in zip(result.steps, found.spans, strict=True)
+        )
+        return result.model_copy(update={"steps": steps})

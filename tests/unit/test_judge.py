@@ -1,0 +1,51 @@
+"""The judge component's pieces that need no server: the cross-request verdict cache."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+from verifier_service.schema import ComponentResult
+from verifier_service.scoring.judge import JudgeJob, VerdictCache
+
+CORRECT = ComponentResult(score=1.0, verdict="correct", detail="decided by the judge (j)")
+
+
+def job(prompt: str, judge: str = "j", swapped: str | None = None) -> JudgeJob:
+    return JudgeJob(judge, prompt, swapped, "compass", (None, None, None), "zero")
+
+
+def test_the_cache_finds_an_equal_job_and_tells_apart_what_decides_a_verdict() -> None:
+    cache = VerdictCache(10)
+    cache.put(job("Q / 7 / 7"), CORRECT)
+    assert cache.get(job("Q / 7 / 7")) == CORRECT  # an equal job made by another request
+    assert cache.get(job("Q / 7 / 8")) is None and cache.get(job("Q / 7 / 7", judge="k")) is None
+    assert cache.get(job("Q / 7 / 7", swapped="Q / 7 / 7")) is None
+    cache.put(job("Q / 7 / 9"), ComponentResult(score=None, verdict="judge_timeout"))
+    assert cache.get(job("Q / 7 / 9")) is None  # null: a retry may get an answer
+
+
+def test_the_cache_holds_no_answer_text() -> None:
+    """Keyed by a fixed-size digest: entries for answers of 200 kB each cost what entries for "42" cost; keying by the
+    job kept every prompt (and swapped twin) alive, 100,000 of them by default."""
+    cache = VerdictCache(1000)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(50):
+            big = f"Q / 7 / {n}" + "x" * 200_000
+            cache.put(job(big, swapped=big[::-1]), CORRECT)
+        del big
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 200_000  # 50 answers of 400 kB each were put: 20 MB if kept
+    assert cache.get(job("Q / 7 / 3" + "x" * 200_000, swapped=("Q / 7 / 3" + "x" * 200_000)[::-1])) == CORRECT
+
+
+def test_the_cache_is_a_bounded_lru() -> None:
+    cache = VerdictCache(2)
+    cache.put(job("a"), CORRECT)
+    cache.put(job("b"), CORRECT)
+    assert cache.get(job("a")) == CORRECT  # a is now the newest
+    cache.put(job("c"), CORRECT)
+    assert cache.get(job("b")) is None and cache.get(job("a")) == CORRECT and cache.get(job("c")) == CORRECT
