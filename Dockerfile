@@ -97,6 +97,9 @@ RUN set -eu; \
 
 COPY --from=builder /opt/verifier /opt/verifier
 COPY deploy/entrypoint.py /opt/verifier/entrypoint.py
+# With g++ among SANDBOX_PACKAGES: bits/stdc++.h precompiled for the local backend's C++ programs (sandbox/pch.py:
+# /var/cache/verifier-sandbox/pch, about 100 MB), which the service, as uid 10000, finds there.
+RUN if command -v g++ >/dev/null; then /opt/verifier/bin/python -I -m sandbox.pch; fi
 
 # Inside a container the service listens on every interface (compose publishes it on 127.0.0.1 only) and runs
 # model-written code in sibling containers through the Docker socket (see docs/deploy.md for what that grants).

@@ -22,7 +22,7 @@ RAY_STAMP := $(RAY)/.installed
 # for the Ray tests (tests/ray) and bench/scale_ray.py. Apart from .venv-interop: that one holds the trainers.
 RAY_EXTRA = $(shell $(BIN)/python -c 'import shlex, tomllib; print(*map(shlex.quote, tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["ray"]))')
 
-.PHONY: system-deps install interop ray format lint typecheck test run bench all clean integration down
+.PHONY: system-deps pch install interop ray format lint typecheck test run bench all clean integration down
 
 $(STAMP): pyproject.toml setup.py verifier_service/scoring/_repetition.c verifier_service/scoring/_arithmetic.c \
 		verifier_service/scoring/instructions/_langdetect.c
@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml setup.py verifier_service/scoring/_repetition.c verifie
 	$(BIN)/python -m pip install --quiet -e '.[dev,train,procedural]'
 	touch $(STAMP)
 
-install: $(STAMP) system-deps
+install: $(STAMP) system-deps pch
 
 $(INTEROP_STAMP): $(STAMP) Makefile
 	test -x $(INTEROP)/bin/python || $(PYTHON) -m venv $(INTEROP)
@@ -68,6 +68,13 @@ system-deps:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	  else echo "warning: not installed:$$missing (needs root and apt-get); sandbox tests that need them skip"; fi; \
 	fi
+
+# bits/stdc++.h precompiled for the local backend's C++ programs with their flags (sandbox/pch.py), once per g++
+# build: about 100 MB in /var/cache/verifier-sandbox/pch as root, else ~/.cache/verifier-sandbox/pch; a few seconds
+# the first time, then nothing to do. Without g++ it says so; if it fails, C++ programs compile without it (about
+# 1 s slower each), and a local executor that finds none builds it as it starts.
+pch: $(STAMP) system-deps
+	-$(BIN)/python -m sandbox.pch
 
 format: install
 	$(BIN)/ruff format $(SRC)

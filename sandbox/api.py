@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any, Protocol
 
+from sandbox.runner import native
+
 
 class TestVerdict(StrEnum):
     __test__ = False  # not a pytest test class, though tests import it
@@ -158,7 +160,7 @@ class RunResult:
         )
 
 
-CPP_FLAGS = ("-O2", "-std=gnu++17", "-DONLINE_JUDGE", "-pipe")  # as Codeforces and open-r1 compile
+CPP_FLAGS = native.CPP_FLAGS  # -O2 -std=gnu++17 -DONLINE_JUDGE -pipe, as Codeforces and open-r1 compile
 
 # A Docker backend names its sandbox containers `<pool name>-sandbox-<slot>`, and Docker takes a container name only
 # when it matches [a-zA-Z0-9][a-zA-Z0-9_.-]+ (ASCII): a pool name is such a name itself, 64 characters at most.

@@ -1,7 +1,8 @@
 """The sandbox runner: the trusted half of the sandbox, running inside the isolation (a container or bubblewrap).
 
 `--serve` handles jobs from stdin until EOF; __init__.py says how. In a sandbox it runs as a zipapp whose own
-__main__.py calls `main()`: `python3 -I -B /opt/sandbox/runner.pyz --serve`.
+__main__.py calls `main()`: `python3 -I -B /opt/sandbox/runner.pyz --serve`. `--build-pch DIR` precompiles
+bits/stdc++.h for C++ programs into DIR (native.py; the image's build runs it) and exits.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import os
 import sys
 
+from . import native
 from .supervisor import Supervisor
 
 
@@ -28,9 +30,18 @@ def main(argv=None):
         help="the runner's own tasks under the program's uid: S, Z and T (3) in a container or jail, T alone (1) "
         "where S and Z run as root; 0: no process limit (S, Z and the program share a uid with other processes)",
     )
+    parser.add_argument("--pch", default=native.PCH_DIR, help="where the precompiled bits/stdc++.h is, if anywhere")
+    parser.add_argument("--build-pch", metavar="DIR", help="precompile bits/stdc++.h into DIR, then exit")
     opts = parser.parse_args(argv)
+    if opts.build_pch:
+        try:
+            print(native.build_pch(opts.build_pch))
+        except (OSError, RuntimeError) as exc:
+            sys.exit(f"--build-pch: {exc}")
+        return
     if not opts.serve:
         parser.error("nothing to do: pass --serve")
+    native.PCH_DIR = opts.pch
     Supervisor(opts).serve()
 
 

@@ -93,7 +93,11 @@ class Supervisor:
         self.last_kind_assert, self.known = with_tester, [p for p in (c_pid, t_pid) if p]
         run = TestRun(self, spec, limits, c_pid, *fds)
         ooms = self.oom_kills()
-        first = {"program": program, "limits": limits, **{k: spec.get(k) for k in ("code", "flags", "files", "argv")}}
+        first = {
+            "program": program,
+            "limits": limits,
+            **{k: spec.get(k) for k in ("code", "flags", "files", "argv", "pch")},
+        }
         mode = "native" if spec.get("native") else spec["kind"]  # native: the program is a binary (native.py)
         broken = None
         try:

@@ -174,10 +174,14 @@ def test_sandbox_carries_the_runner_package_as_a_zipapp(sandbox_image: str) -> N
     assert "runner.__main__.main()" in main  # what zipapp writes for --main runner.__main__:main
 
 
-def test_sandbox_adds_little_but_gxx_to_its_base(sandbox_image: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sandbox_adds_little_but_gxx_and_its_precompiled_header(
+    sandbox_image: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     base = (image_labels(sandbox_image) or {})["org.opencontainers.image.base.name"]
     base_mb, sandbox_mb = image_size_mb(base), image_size_mb(sandbox_image)
     with capsys.disabled():
         print(f"\nimage sizes: {base} {base_mb:.1f} MB, {sandbox_image} {sandbox_mb:.1f} MB")
-    # g++ with its libstdc++ headers and binutils: about 200 MB on Debian bookworm
-    assert sandbox_mb - base_mb < 300, "the sandbox layers should hold g++, a user, a script and chmods, nothing big"
+    # g++ with its libstdc++ headers and binutils: about 240 MB on Debian bookworm; bits/stdc++.h precompiled: 102 MB
+    assert sandbox_mb - base_mb < 400, "the sandbox layers should hold g++ and its .gch, a user, a script and chmods"
+    listing = run_in(sandbox_image, "-c", "cd /opt/sandbox && find . -type f | sort", options=("--entrypoint=sh",))
+    assert listing.split() == ["./pch/bits/stdc++.h.gch", "./runner.pyz"]

@@ -526,3 +526,125 @@ def test_a_checker_whose_score_is_missing_or_out_of_range_cannot_judge_never_0(
     assert (result.verdict, result.score) == (RunVerdict.INVALID_TEST, None), result
     assert "checker" in (result.detail or "")
     assert not first_line.strip() or first_line.strip() not in (result.detail or "")  # never echoes what it printed
+
+
+# ---------------------------------------------------------------- the precompiled bits/stdc++.h
+
+PCH_PROGRAMS = {  # each compiled with and without the .gch: the same binary, the same output
+    "bits first": "#include <bits/stdc++.h>\nusing namespace std;\nint main() { vector<int> v{3, 1, 2};"
+    ' sort(v.begin(), v.end()); map<int, string> m{{1, "a"}}; cout << v[0] << m[1] << endl; }\n',
+    "bits after another include": "#include <cstdio>\n#include <bits/stdc++.h>\nint main() {"
+    ' std::set<int> s{2, 2, 1}; printf("%zu\\n", s.size()); }\n',  # too late for a .gch: the real header
+    "a macro before it": "#define _GLIBCXX_DEBUG\n#include <bits/stdc++.h>\nint main() {"
+    " std::vector<int> v(2); std::cout << v.at(1) + 5 << '\\n'; }\n",  # _GLIBCXX_DEBUG: the .gch does not fit
+    "no bits": "#include <iostream>\nint main() { std::cout << 42 << std::endl; }\n",
+}
+PCH_OUTPUTS = {"bits first": "1a", "bits after another include": "2", "a macro before it": "5", "no bits": "42"}
+
+
+def compile_facts(executor: LiveExecutor, source: str, flags: tuple[str, ...] = (), pch: bool = True) -> dict:
+    """The facts of one compile job in the executor's sandbox: with CPP_FLAGS and `flags`, and the .gch or not."""
+    from sandbox.api import CPP_FLAGS
+    from sandbox.executor import _facts
+
+    spec = {"kind": "compile", "flags": [*CPP_FLAGS, *flags], "files": {}, "pch": pch}
+    live = executor.executor
+    part = live._collect_part(source, (StdioTest("", ""),), [spec], [0], live.config.compile_limits, _facts)  # type: ignore[attr-defined]
+    return executor.call(part)[0]
+
+
+def pch_status(executor: LiveExecutor) -> bool | None:
+    """/readyz's sandbox.cpp_pch, once the executor's check has run (the local one may build the .gch first)."""
+    for _ in range(600):
+        status = executor.status()
+        if status["cpp_pch"] is not None:
+            return status["cpp_pch"]
+        executor.call(asyncio.sleep(0.2))
+    return None
+
+
+def test_the_sandbox_compiles_bits_stdcpp_with_the_precompiled_header(executor: LiveExecutor) -> None:
+    """g++'s own trace (-H) names the .gch it read; -Winvalid-pch would say why it could not. Without the .gch, or
+    with one built under other flags, this fails."""
+    from sandbox.runner.native import PCH_DIR, PCH_PROBE, PCH_PROBE_FLAGS, pch_used
+
+    diagnostics = compile_facts(executor, PCH_PROBE, PCH_PROBE_FLAGS)["diagnostics"]
+    assert f"! {PCH_DIR}/bits/stdc++.h.gch" in diagnostics.splitlines(), diagnostics[:2000]
+    assert "not used because" not in diagnostics and pch_used(diagnostics) is True
+    assert pch_status(executor) is True
+    without = compile_facts(executor, PCH_PROBE, PCH_PROBE_FLAGS, pch=False)["diagnostics"]
+    assert pch_used(without) is None and "bits/stdc++.h" in without  # the real header, read in full
+
+
+@pytest.mark.parametrize("name", PCH_PROGRAMS)
+def test_a_program_compiles_to_the_same_binary_with_and_without_the_precompiled_header(
+    executor: LiveExecutor, name: str
+) -> None:
+    with_pch, without = (compile_facts(executor, PCH_PROGRAMS[name], pch=pch) for pch in (True, False))
+    assert with_pch.get("binary_b64") and with_pch["binary_b64"] == without.get("binary_b64"), (with_pch, without)
+    result = run(executor, PCH_PROGRAMS[name], (StdioTest("", PCH_OUTPUTS[name]),))
+    assert verdicts(result) == [TestVerdict.PASSED], result
+
+
+def test_an_unusable_precompiled_header_costs_time_only(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local backend's .gch is junk (another compiler's, a torn file): programs still compile and pass, and the
+    status says the header is not used."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from sandbox import pch
+    from tests.sandbox.conftest import start_executor
+
+    root = Path(tempfile.mkdtemp(prefix="cpp-pch-test-", dir="/var/tmp"))  # open to the sandbox uids, as pch wants
+    root.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(root, ignore_errors=True))
+    monkeypatch.setattr(pch, "cache_root", lambda: root)
+    monkeypatch.setattr(pch, "SYSTEM_ROOT", root)  # never the host's own .gch
+    directory = pch.local_dir()
+    if directory is None:
+        pytest.skip("no g++ on this host")
+    assert pch.prepare(directory) is None
+    (directory / "bits" / "stdc++.h.gch").write_bytes(b"not a precompiled header\n" * 100)
+    live = start_executor("local", request, pool_size=1)
+    try:
+        assert pch_status(live) is False
+        result = run(live, PCH_PROGRAMS["bits first"], (StdioTest("", "1a"),))
+        assert verdicts(result) == [TestVerdict.PASSED], result
+        diagnostics = compile_facts(live, "#include <bits/stdc++.h>\nint main() {}\n", ("-Winvalid-pch",))
+        assert "binary_b64" in diagnostics  # compiled all the same (g++ warned, and read the real header)
+    finally:
+        live.close()
+
+
+def test_pch_used_reads_gccs_trace() -> None:
+    from sandbox.runner.native import pch_used
+
+    assert pch_used("! /opt/sandbox/pch/bits/stdc++.h.gch\n main.cpp\nerror: x") is True
+    assert pch_used("main.cpp:1: warning: /opt/sandbox/pch/bits/stdc++.h.gch: not used because `X' is defined") is False
+    assert pch_used(". /usr/include/c++/12/bits/stdc++.h\n") is None
+    assert pch_used("! /elsewhere/bits/stdc++.h.gch", "/opt/sandbox/pch") is None
+
+
+def test_a_pch_directory_someone_else_owns_is_refused(request: pytest.FixtureRequest) -> None:
+    """A planted .gch would be read by every later compile: the local backend makes its directory private again
+    when the umask left it open, and takes none that another user owns."""
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from sandbox import pch
+
+    root = Path(tempfile.mkdtemp(prefix="cpp-pch-test-", dir="/var/tmp"))
+    root.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(root, ignore_errors=True))
+    directory = root / "pch" / "key"
+    assert pch.prepare(directory) is None
+    directory.chmod(0o777)
+    assert pch.prepare(directory) is None and directory.stat().st_mode & 0o777 == 0o755
+    if os.geteuid() == 0:  # only root can give it away
+        os.chown(directory, 12345, 12345)
+        assert "not a directory of this user's or root's" in (pch.prepare(directory) or "")

@@ -70,6 +70,15 @@ def test_readyz_says_cpp_runs(service: Server) -> None:
     assert sandbox_status(service)["cpp"] is True
 
 
+def test_readyz_says_the_precompiled_header_is_used(service: Server) -> None:
+    """sandbox.cpp_pch: null until the service's check compile has run (the local backend may build the .gch
+    first), then whether g++ in the sandbox read the precompiled bits/stdc++.h."""
+    deadline = time.monotonic() + 120
+    while (used := sandbox_status(service)["cpp_pch"]) is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert used is True
+
+
 def test_programs_right_wrong_slow_crashing_and_hostile_score_what_they_earn(service: Server) -> None:
     items = [{"id": name, **cpp_item(source, timeout_s=1, memory_mb=128)} for name, (source, *_) in PROGRAMS.items()]
     got = {r["id"]: r["components"]["code"] for r in results(service, items)}
