@@ -128,6 +128,23 @@ def step_tag_steps(
     return ids, tagged(ids, tag_id(tokenizer, step_tag), len(steps))
 
 
+def step_layout(
+    tokenizer: Any,
+    layout: StepLayout,
+    prompt: str | None,
+    steps: Sequence[str],
+    separator: str = "\n",
+    step_tag: str = "\u043a\u0438",
+) -> tuple[list[int], list[int]]:
+    """The ids and each step's read position in `layout`: what the service scores, and what the online update
+    (trainer_client/online_rm.py) labels, from this one function."""
+    if layout == "trl":
+        return trl_steps(tokenizer, prompt, steps, separator)
+    if layout == "qwen_prm":
+        return qwen_prm_steps(tokenizer, prompt, steps)
+    return step_tag_steps(tokenizer, prompt, steps, separator, step_tag)
+
+
 def tag_id(tokenizer: Any, text: str, whole: bool = False) -> int:
     """The id a tag is found by: the last of its ids tokenized alone (as Math-Shepherd's card takes it); with
     `whole`, it must be one token."""

@@ -19,11 +19,9 @@ from reward_models.layout import (
     LayoutError,
     StepLayout,
     Template,
-    qwen_prm_steps,
-    step_tag_steps,
+    step_layout,
     tag_id,
     token_ids,
-    trl_steps,
 )
 from reward_models.spec import ModelSpec
 
@@ -301,11 +299,11 @@ class ScoredModel:
         """The input's ids, each step's position, and for prm_lm the ids of the good and bad tokens."""
         if (item.layout == "step_tag") != (self.spec.kind == "prm_lm"):  # the request was checked: not reached
             raise LayoutError(f"layout {item.layout} does not fit a model of kind {self.spec.kind}")
-        if item.layout == "trl":
-            return (*trl_steps(self.tokenizer, item.prompt, item.steps, item.separator), None)
-        if item.layout == "qwen_prm":
-            return (*qwen_prm_steps(self.tokenizer, item.prompt, item.steps), None)
-        ids, positions = step_tag_steps(self.tokenizer, item.prompt, item.steps, item.separator, item.step_tag)
+        ids, positions = step_layout(
+            self.tokenizer, item.layout, item.prompt, item.steps, item.separator, item.step_tag
+        )
+        if item.layout != "step_tag":
+            return ids, positions, None
         return ids, positions, (tag_id(self.tokenizer, item.good_token), tag_id(self.tokenizer, item.bad_token))
 
     def _step_outcomes(

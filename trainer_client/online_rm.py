@@ -11,8 +11,9 @@ PRM updated online from outcome labels), for a model the verifier serves.
    (its Bradley-Terry loss; at most `max_pairs_per_group` per prompt); `method="outcome"` is PRIME's cross-entropy of
    the score's sigmoid against the outcome, on every completion. Either way the model sees the layout it is served
    with (`template`, as the rm component lays it out, reward_models/layout.py). `method="prm_outcome"` trains a
-   process reward model (kind prm: token classification, two labels) on step labels made from the outcome, laid out
-   as the prm component's `trl` layout reads them (below);
+   process reward model on step labels made from the outcome, laid out as the prm component reads them in `layout`
+   (below): `trl` or `qwen_prm` for kind prm (token classification, two labels), `step_tag` for kind prm_lm (a
+   causal LM read at its good and bad tokens);
 3. saves it under `output_dir/step-N`, has every verifier load it (`POST /v1/models/{name}/reload`: a swap, no
    request scored by two versions), and
 4. asks the verifier to evaluate the new version on held-out prompts (a fixed `held_out` share of prompts, by hash,
@@ -32,12 +33,15 @@ share their first steps (GRPO's often do), and teach the model to doubt right st
 `min` aggregate (PURE's min-form credit, which holds where a sum of step rewards is hacked:
 shared/research/models.md section 5) a wrong answer scores at most its last step, so that label is what lowers it; the
 steps' own credit is learnt, as PRIME learns it from outcome labels only (same section), not labelled. (PRMTrainer's
-`train_on_last_step_only` labelled the last step alone: section 1.) The rows are `reward_models.layout.trl_steps`'s,
-the layout the service reads (PRMTrainer's): each label at the last token of its step's separator, -100 elsewhere; a
-row over the model's length is left out, as the service leaves it unscored. Training is a short torch loop over the
-token-classification model's own loss (cross-entropy over the labelled tokens, as transformers' Trainer would run
-it), as `outcome` is; the evaluation reads the model as the prm component does (`layout` trl, `separator`,
-`aggregate`).
+`train_on_last_step_only` labelled the last step alone: section 1.) The rows are `reward_models.layout.step_layout`'s,
+the function the service reads the steps with: each label where the service reads its step (trl, PRMTrainer's: the
+last token of the step's separator; qwen_prm, Qwen2.5-Math-PRM's: its `<extra_0>`; step_tag, Math-Shepherd's: its
+tag's last token), -100 elsewhere; a row over the model's length, or that cannot be laid out, is left out, as the
+service leaves it unscored. Training is a short torch loop, as `outcome`'s is: for kind prm, the token-classification
+model's own loss (cross-entropy over the labelled tokens, as transformers' Trainer would run it); for step_tag,
+Math-Shepherd's objective narrowed to what the service reads, the cross-entropy over the LM head's logits of the bad
+and the good token at each labelled tag (the head applied there only, as the service applies it). The evaluation
+reads the model as the prm component does (`layout`, `separator`, `aggregate`, and step_tag's tokens).
 
     rule = VerifierReward("math", base_url=URL)
     model = VerifierReward(["math", "rm"], base_url=URL, options={"rm": {"model": "rm", "transform": "sigmoid"}},
@@ -62,7 +66,7 @@ from typing import Any, Literal
 
 from transformers import TrainerCallback
 
-from reward_models.layout import step_spans, trl_steps
+from reward_models.layout import LayoutError, StepLayout, step_layout, step_spans, tag_id
 from trainer_client.client import VerifierClient
 from trainer_client.config import DEFAULT_URL, api_key_or_env
 from trainer_client.errors import VerifierError
@@ -71,6 +75,7 @@ from verifier_service.schema import ItemResult, completion_text, prompt_text
 log = logging.getLogger("trainer_client")
 
 Method = Literal["pairs", "outcome", "prm_outcome"]
+STEP_TAG = "\u043a\u0438"  # Math-Shepherd's "ки", the prm component's default step_tag
 Aggregate = Literal["min", "last", "mean", "prod"]
 IGNORED = -100  # a token the loss leaves out (transformers' token-classification loss ignores it)
 METRIC_PREFIX = "online_rm/"
@@ -146,18 +151,28 @@ def pairs(
 
 
 def step_label_rows(
-    tokenizer: Any, examples: Sequence[tuple[str, str, float]], separator: str, threshold: float, max_length: int
+    tokenizer: Any,
+    examples: Sequence[tuple[str, str, float]],
+    separator: str,
+    threshold: float,
+    max_length: int,
+    layout: StepLayout = "trl",
+    step_tag: str = STEP_TAG,
 ) -> list[tuple[list[int], list[int]]]:
     """A process reward model's training rows (input ids, labels) from (prompt, completion, outcome): the completion
-    split into steps as the prm component splits it, laid out by its `trl` layout (reward_models/layout.py); a right
-    answer (outcome >= `threshold`) labelled 1 at every step's read position, a wrong one 0 at its last step's, every
-    other token -100. A completion with no steps, or laid out longer than `max_length`, gives no row."""
+    split into steps as the prm component splits it, laid out by its `layout` with the function the service reads it
+    with (reward_models/layout.py's `step_layout`); a right answer (outcome >= `threshold`) labelled 1 at every step's
+    read position, a wrong one 0 at its last step's, every other token -100. A completion with no steps, that cannot
+    be laid out (a step holds the tag) or laid out longer than `max_length`, gives no row: the service scores none."""
     rows = []
     for prompt, completion, outcome in examples:
         steps = [completion[start:end] for start, end in step_spans(completion, separator)]
         if not steps:
             continue
-        ids, positions = trl_steps(tokenizer, prompt, steps, separator)
+        try:
+            ids, positions = step_layout(tokenizer, layout, prompt, steps, separator, step_tag)
+        except LayoutError:
+            continue
         if len(ids) > max_length:  # cut, it would lose the steps that carry the labels
             continue
         labels = [IGNORED] * len(ids)
@@ -185,6 +200,10 @@ class OnlineRewardModel(TrainerCallback):
         template: Literal["raw", "chat"] = "raw",
         separator: str = "\n",
         aggregate: Aggregate = "min",
+        layout: StepLayout = "trl",
+        step_tag: str = STEP_TAG,
+        good_token: str = "+",
+        bad_token: str = "-",
         held_out: float = 0.2,
         max_pairs_per_group: int = 16,
         learning_rate: float = 1e-4,
@@ -205,12 +224,17 @@ class OnlineRewardModel(TrainerCallback):
             raise ValueError("held_out must be in [0, 1)")
         if not separator:  # the steps could not be split (as the verifier refuses an empty separator)
             raise ValueError("separator must not be empty")
+        if layout not in ("trl", "qwen_prm", "step_tag"):
+            raise ValueError('layout must be "trl", "qwen_prm" or "step_tag"')
+        if layout == "step_tag" and good_token == bad_token:  # every step would score 0.5, and nothing be learnt
+            raise ValueError("good_token and bad_token must differ")
         self.model_name = model
         self.checkpoint = str(checkpoint)  # what the verifier serves now, and the next update starts from
         self.output_dir = Path(output_dir).resolve()  # the verifier reloads from an absolute path
         self.every_steps = every_steps
         self.outcome_from, self.threshold, self.method, self.template = outcome_from, threshold, method, template
         self.separator, self.aggregate = separator, aggregate  # prm_outcome: how the steps are split and made one
+        self.layout, self.step_tag, self.good_token, self.bad_token = layout, step_tag, good_token, bad_token
         self.max_pairs_per_group, self.learning_rate, self.epochs = max_pairs_per_group, learning_rate, epochs
         self.batch_size, self.max_length, self.device, self.seed = batch_size, max_length, device, seed
         self.outcomes = OutcomeLog(keep_steps or every_steps, held_out)
@@ -310,16 +334,34 @@ class OnlineRewardModel(TrainerCallback):
         return entry
 
     def _reading(self) -> dict[str, Any]:
-        """How the eval reads the model: as the rm component does, or the prm component (its trl layout)."""
-        if self.method == "prm_outcome":
-            return {"layout": "trl", "separator": self.separator, "aggregate": self.aggregate}
-        return {"template": self.template}
+        """How the eval reads the model: as the rm component does, or the prm component (in `layout`)."""
+        if self.method != "prm_outcome":
+            return {"template": self.template}
+        reading = {"layout": self.layout, "separator": self.separator, "aggregate": self.aggregate}
+        if self.layout == "step_tag":
+            reading |= {"step_tag": self.step_tag, "good_token": self.good_token, "bad_token": self.bad_token}
+        return reading
 
     def _load(self) -> tuple[Any, Any]:
-        from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification, AutoTokenizer
+        from transformers import (
+            AutoConfig,
+            AutoModelForCausalLM,
+            AutoModelForSequenceClassification,
+            AutoModelForTokenClassification,
+            AutoTokenizer,
+        )
 
         tokenizer = AutoTokenizer.from_pretrained(self.checkpoint)
-        auto = AutoModelForTokenClassification if self.method == "prm_outcome" else AutoModelForSequenceClassification
+        auto: Any = AutoModelForSequenceClassification
+        if self.method == "prm_outcome":  # the head the service reads: a causal LM's (step_tag) or two labels
+            auto = AutoModelForCausalLM if self.layout == "step_tag" else AutoModelForTokenClassification
+            wanted = "ForCausalLM" if self.layout == "step_tag" else "ForTokenClassification"
+            architectures = AutoConfig.from_pretrained(self.checkpoint).architectures or []
+            if architectures and not any(name.endswith(wanted) for name in architectures):
+                # loaded as the other kind, it would get a new random head, be trained so and served wrongly
+                raise ValueError(
+                    f"layout {self.layout} trains a model saved as *{wanted}; the checkpoint is {architectures[0]}"
+                )
         model = auto.from_pretrained(self.checkpoint)
         if self.device is not None:
             model = model.to(self.device)
@@ -393,23 +435,37 @@ class OnlineRewardModel(TrainerCallback):
         return self._saved(model, tokenizer, path, {"train_examples": float(len(data)), "train_loss": mean_loss})
 
     def _train_steps(self, examples: list[tuple[str, str, float]], path: Path) -> dict[str, float] | None:
-        """A process reward model on step labels made from the outcomes (`step_label_rows`): the token-classification
-        model's own loss, cross-entropy over the labelled tokens."""
+        """A process reward model on step labels made from the outcomes (`step_label_rows`, in `layout`): a
+        token-classification model's own loss, cross-entropy over the labelled tokens (trl, qwen_prm); a causal LM's
+        cross-entropy over its logits of the bad and the good token at each labelled tag (step_tag), the two the
+        service weighs there, from its LM head as the service applies it."""
         import torch
 
         tokenizer, model = self._load()
-        rows = step_label_rows(tokenizer, examples, self.separator, self.threshold, self._max_length(model))
+        limit = self._max_length(model)
+        rows = step_label_rows(tokenizer, examples, self.separator, self.threshold, limit, self.layout, self.step_tag)
         if not rows:
             return None
         pad = next(
             (i for i in (model.config.pad_token_id, tokenizer.pad_token_id, tokenizer.eos_token_id) if i is not None), 0
         )
+        candidates: list[int] = []  # step_tag: the bad token's id (label 0) and the good one's (1), as the service's
+        if self.layout == "step_tag":
+            candidates = [tag_id(tokenizer, self.bad_token), tag_id(tokenizer, self.good_token)]
+            if candidates[0] == candidates[1]:
+                raise LayoutError("good_token and bad_token are the same token of this tokenizer")
 
         def loss(input_ids: Any, mask: Any, batch: list[tuple[list[int], list[int]]]) -> Any:
             labels = torch.full(input_ids.shape, IGNORED, dtype=torch.long)
             for position, (_, row_labels) in enumerate(batch):
                 labels[position, : len(row_labels)] = torch.tensor(row_labels)
-            return model(input_ids=input_ids, attention_mask=mask, labels=labels.to(input_ids.device)).loss
+            labels = labels.to(input_ids.device)
+            if self.layout != "step_tag":
+                return model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
+            hidden = model.base_model(input_ids=input_ids, attention_mask=mask).last_hidden_state
+            read = labels != IGNORED
+            logits = model.get_output_embeddings()(hidden[read])[:, candidates]
+            return torch.nn.functional.cross_entropy(logits.float(), labels[read])
 
         mean_loss = self._fit(model, rows, pad, loss)
         labelled = float(sum(sum(label != IGNORED for label in labels) for _, labels in rows))

@@ -599,14 +599,12 @@ def online_reward_model(args: VerifierScriptArguments, rewards: Sequence[Any], o
     if served.get("backend", "local") != "local":  # the verifier would refuse each reload (422) after each training
         raise SystemExit(f"error: --online_rm: the verifier's model is served by an engine ({served['backend']}), "
                          "which the verifier cannot reload; only the models it loads are trained online")  # fmt: skip
-    if served["kind"] == "prm_lm":
-        raise SystemExit("error: --online_rm: the verifier's model is of kind prm_lm; rm models (sequence "
-                         "classification) and prm models (token classification) are trained online here")  # fmt: skip
     if served["kind"] == "rm" and args.online_rm_method not in ("pairs", "outcome"):  # prm_outcome: a token classifier
         raise SystemExit("error: --online_rm_method: the verifier's model is of kind rm; train it with pairs or "
                          "outcome")  # fmt: skip
-    # a process reward model (kind prm) learns step labels made from the outcome, whatever --online_rm_method says
-    method = "prm_outcome" if served["kind"] == "prm" else args.online_rm_method
+    # a process reward model (kind prm, prm_lm) learns step labels made from the outcome, whatever
+    # --online_rm_method says, in the layout the run's prm component reads it with
+    method = "prm_outcome" if served["kind"] in ("prm", "prm_lm") else args.online_rm_method
     online = OnlineRewardModel(
         args.online_rm,
         checkpoint=checkpoint or served["path"],
@@ -616,12 +614,29 @@ def online_reward_model(args: VerifierScriptArguments, rewards: Sequence[Any], o
         method=cast(Any, method),
         learning_rate=args.online_rm_learning_rate,
         epochs=args.online_rm_epochs,
+        **(prm_reading(args, served["kind"]) if method == "prm_outcome" else {}),
         base_url=args.verifier_url,
         api_key=api_key_or_env(args.verifier_api_key),
     )
     scorer = getattr(getattr(rewards[0], "group", None), "scorer", rewards[0])  # a VerifierRewards group's request
     online.observe(scorer)
     return online
+
+
+def prm_reading(args: VerifierScriptArguments, kind: str) -> dict[str, Any]:
+    """How the run's prm component reads the --online_rm model (its --reward_options, when they name the model):
+    layout, separator, aggregate and step_tag's tokens, which the update trains and evaluates in; by default the
+    prm component's (trl for kind prm, step_tag for prm_lm)."""
+    options = user_options(args).get("prm", {})
+    if options.get("model") != args.online_rm:  # the component reads another model, or none: its defaults
+        options = {}
+    fields = ("layout", "separator", "aggregate", "step_tag", "good_token", "bad_token")
+    reading = {name: options[name] for name in fields if name in options}
+    reading.setdefault("layout", "step_tag" if kind == "prm_lm" else "trl")
+    if (reading["layout"] == "step_tag") != (kind == "prm_lm"):
+        raise SystemExit(f"error: --reward_options: prm's layout {reading['layout']} does not read a model of kind "
+                         f"{kind} (step_tag reads a causal LM, kind prm_lm; trl and qwen_prm kind prm)")  # fmt: skip
+    return reading
 
 
 def done_line(steps: int, log_history: Sequence[dict[str, Any]], url: str, output_dir: str | None) -> str:

@@ -4,9 +4,11 @@
   its metrics are reward_models/metrics.py's over the aggregates `/v1/score` gives (calibration on the score itself, a
   probability), a completion with no steps is unscored, groups labelled by the served scores give accuracy and AUROC
   1 (and 0 flipped), drift compares with the version before a reload, a layout not of the model's kind is a 422.
-- `OnlineRewardModel(method="prm_outcome")`: the training rows carry their labels exactly where the service reads
-  the steps (the saved checkpoint, served, gives at each step the score a direct forward gives at the row's label
-  positions), and a few epochs on separable outcomes raise the eval's held-out ranking accuracy.
+- `OnlineRewardModel(method="prm_outcome")`, in each layout the service reads (trl and qwen_prm on a
+  token-classification model, step_tag on a causal LM): the training rows carry their labels exactly where the
+  service reads the steps (the saved checkpoint, served, gives at each step the score a direct forward gives at the
+  row's label positions, and not the one a token earlier), and a few epochs on separable outcomes raise the eval's
+  held-out ranking accuracy; `train.py --online_rm` trains in the layout the run's prm component reads.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -24,16 +26,16 @@ import pytest
 pytest.importorskip("trl", reason="the `train` extra (trl, torch, transformers) is not installed")
 
 import torch
-from transformers import AutoModelForTokenClassification, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
 
 from reward_models import metrics
-from reward_models.layout import step_spans, trl_steps
+from reward_models.layout import QWEN_PRM_TAG, step_layout, step_spans
 from tests.conftest import MODEL_SERVER_READY_S, Server, running_server
 from trainer_client import VerifierReward
 from trainer_client.online_rm import IGNORED, OnlineRewardModel, step_label_rows
 from trainer_client.tiny_model import build_process_reward_model, build_tokenizer, gsm8k_rows, training_text
 
-MAX_TOKENS = 128
+MAX_TOKENS = 192  # qwen_prm's system turn alone is about 100 of the tiny tokenizer's tokens
 PROMPT = "Tom has 3 apples and buys 4 more. How many apples does Tom have now?"
 COMPLETIONS = [  # no two share their first step (min would then often be the same step's score)
     f"Tom has {n} apples.\nHe buys {n % 4} more.\nSo he has {n + n % 4} apples." + "\nIt is so." * (n % 3)
@@ -41,9 +43,14 @@ COMPLETIONS = [  # no two share their first step (min would then often be the sa
 ]
 
 
-def build(path: Path, *, seed: int, causal_lm: bool = False) -> Path:
+def build(path: Path, *, seed: int, causal_lm: bool = False, qwen_tag: bool = False) -> Path:
+    """A tiny PRM; with `qwen_tag`, its tokenizer has `<extra_0>` as one token (Qwen2.5-Math-PRM's step tag)."""
     path.mkdir(parents=True)
     build_tokenizer(path, [*training_text(gsm8k_rows(80, seed=1)), "It is yes no plus What"])
+    if qwen_tag:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", QWEN_PRM_TAG]})
+        tokenizer.save_pretrained(path)
     build_process_reward_model(path, causal_lm=causal_lm, seed=seed, max_positions=256)
     return path
 
@@ -59,6 +66,7 @@ def checkpoints(root: Path) -> dict[str, Path]:
         "a": build(root / "a", seed=0),
         "b": build(root / "b", seed=1),
         "shepherd": build(root / "shepherd", seed=2, causal_lm=True),
+        "qwen": build(root / "qwen", seed=3, qwen_tag=True),
     }
 
 
@@ -68,6 +76,7 @@ def server(root: Path, checkpoints: dict[str, Path]) -> Iterator[Server]:
     models = {
         "prm": {"path": str(checkpoints["a"]), "kind": "prm", **limits},
         "shepherd": {"path": str(checkpoints["shepherd"]), "kind": "prm_lm", **limits},
+        "qwen": {"path": str(checkpoints["qwen"]), "kind": "prm", **limits},
     }
     settings = {"math_workers": 1, "code_enabled": "false", "models": json.dumps(models),
                 "model_roots": json.dumps([str(root)])}  # fmt: skip
@@ -76,8 +85,8 @@ def server(root: Path, checkpoints: dict[str, Path]) -> Iterator[Server]:
         yield running
 
 
-def reload(server: Server, path: Path) -> str:
-    response = httpx.post(f"{server.url}/v1/models/prm/reload", json={"path": str(path)}, timeout=120)
+def reload(server: Server, path: Path, model: str = "prm") -> str:
+    response = httpx.post(f"{server.url}/v1/models/{model}/reload", json={"path": str(path)}, timeout=120)
     assert response.status_code == 200, response.text
     return str(response.json()["version"])
 
@@ -211,16 +220,31 @@ def arithmetic(count: int, seed: int) -> list[tuple[str, str, float]]:
     return found
 
 
-def direct(path: Path, ids: list[int], positions: list[int]) -> list[float]:
-    """softmax(logits)[1] at `positions`, from transformers' forward over the unpadded row."""
-    model = AutoModelForTokenClassification.from_pretrained(path).eval()
+LAYOUTS = {"prm": "trl", "qwen": "qwen_prm", "shepherd": "step_tag"}  # each served model's layout, as trained
+STARTS = {"prm": "a", "qwen": "qwen", "shepherd": "shepherd"}  # the checkpoint each starts from
+TAGGED = {"qwen": QWEN_PRM_TAG, "shepherd": "\u043a\u0438"}  # a step that holds the tag cannot be laid out
+
+
+def direct(path: Path, layout: str, ids: list[int], positions: list[int]) -> list[float]:
+    """A step's score at `positions`, from transformers' forward over the unpadded row as transformers loads the
+    checkpoint back: softmax(logits)[1] of a token classifier; a causal LM's softmax over its logits of the good and
+    the bad token, the good one's (Math-Shepherd's card)."""
+    tokenizer = AutoTokenizer.from_pretrained(path)
     with torch.inference_mode():
-        return [float(p) for p in model(input_ids=torch.tensor([ids])).logits[0, positions].softmax(-1)[:, 1]]
+        if layout != "step_tag":
+            model = AutoModelForTokenClassification.from_pretrained(path).eval()
+            return [float(p) for p in model(input_ids=torch.tensor([ids])).logits[0, positions].softmax(-1)[:, 1]]
+        lm = AutoModelForCausalLM.from_pretrained(path).eval()
+        good, bad = (tokenizer(token, add_special_tokens=False)["input_ids"][-1] for token in ("+", "-"))
+        logits = lm(input_ids=torch.tensor([ids])).logits[0, positions][:, [good, bad]]
+        return [float(p) for p in logits.softmax(-1)[:, 0]]
 
 
+@pytest.mark.parametrize("model", list(LAYOUTS))
 def test_training_rows_carry_their_labels_where_the_service_reads_the_steps(
-    server: Server, checkpoints: dict[str, Path], root: Path
+    server: Server, checkpoints: dict[str, Path], root: Path, model: str
 ) -> None:
+    layout = LAYOUTS[model]
     examples = [
         *arithmetic(6, seed=5),
         (PROMPT, COMPLETIONS[2], 1.0),
@@ -228,33 +252,37 @@ def test_training_rows_carry_their_labels_where_the_service_reads_the_steps(
         (PROMPT, "\n\n", 1.0),  # no steps: no row
         (PROMPT, "x\n" * 200, 1.0),  # over the model's length: no row (the service would not score it)
     ]
-    tokenizer = AutoTokenizer.from_pretrained(checkpoints["a"])
-    rows = step_label_rows(tokenizer, examples, "\n", 1.0, MAX_TOKENS)
-    assert len(rows) == len(examples) - 2
+    if model in TAGGED:  # a step holding the tag: no row (the service's bad_layout)
+        examples.append((PROMPT, f"It is {TAGGED[model]} 7.\nyes", 1.0))
+    tokenizer = AutoTokenizer.from_pretrained(checkpoints[STARTS[model]])
+    rows = step_label_rows(tokenizer, examples, "\n", 1.0, MAX_TOKENS, layout)
+    assert len(rows) == len(examples) - 2 - int(model in TAGGED)
     for (ids, labels), (prompt, completion, outcome) in zip(rows, examples, strict=False):
         steps = [completion[start:end] for start, end in step_spans(completion, "\n")]
-        layout, positions = trl_steps(tokenizer, prompt, steps, "\n")
-        assert ids == layout and len(labels) == len(ids)
+        expected, positions = step_layout(tokenizer, layout, prompt, steps, "\n")
+        assert ids == expected and len(labels) == len(ids)
         labelled = {position: label for position, label in enumerate(labels) if label != IGNORED}
         assert labelled == ({p: 1 for p in positions} if outcome == 1.0 else {positions[-1]: 0})
 
     online = OnlineRewardModel(
-        "prm", checkpoint=checkpoints["a"], output_dir=root / "rows", method="prm_outcome", learning_rate=3e-3,
-        base_url=server.url,
+        model, checkpoint=checkpoints[STARTS[model]], output_dir=root / f"rows-{model}", method="prm_outcome",
+        layout=layout, learning_rate=3e-3, base_url=server.url,
     )  # fmt: skip
-    path = root / "rows" / "step-1"
+    path = root / f"rows-{model}" / "step-1"
     trained = online._train_steps(examples, path)
     assert trained is not None and trained["train_examples"] == len(rows)
-    version = reload(server, path)
+    version = reload(server, path, model)
     for (ids, labels), (prompt, completion, outcome) in zip(rows, examples, strict=False):
-        [result] = prm_scored(server, "prm", [completion], prompt=prompt)
+        [result] = prm_scored(server, model, [completion], prompt=prompt, layout=layout)
         assert result["model_version"] == version
         served = [step["score"] for step in result["steps"]]
         positions = [position for position, label in enumerate(labels) if label != IGNORED]
-        at_labels = direct(path, ids, positions)
+        at_labels = direct(path, layout, ids, positions)
         read = served if outcome == 1.0 else served[-1:]  # a wrong answer's label is on its last step only
         assert read == pytest.approx(at_labels, abs=1e-4)
-        assert read != pytest.approx(direct(path, ids, [p - 1 for p in positions]), abs=1e-4)  # not a token early
+        assert read != pytest.approx(
+            direct(path, layout, ids, [p - 1 for p in positions]), abs=1e-4
+        )  # not a token early
 
 
 def rule_batch(count: int, seed: int) -> dict[str, list[Any]]:
@@ -264,17 +292,19 @@ def rule_batch(count: int, seed: int) -> dict[str, list[Any]]:
     return {"prompts": [p for p, _, _ in rows], "completions": [c for _, c, _ in rows], "solution": golds}
 
 
+@pytest.mark.parametrize("model", list(LAYOUTS))
 def test_the_callback_trains_a_prm_that_ranks_held_out_answers(
-    server: Server, checkpoints: dict[str, Path], root: Path
+    server: Server, checkpoints: dict[str, Path], root: Path, model: str
 ) -> None:
-    """The whole loop on a PRM: the math rule's outcomes kept, step labels made from them, three epochs, a reload
-    and the eval through the prm component's reading; held-out prompts' ranking accuracy rises from the random
-    model's to at least 0.9."""
-    first = reload(server, checkpoints["a"])
+    """The whole loop on a PRM, in each layout: the math rule's outcomes kept, step labels made from them, three
+    epochs, a reload and the eval through the prm component's reading; held-out prompts' ranking accuracy rises from
+    the random model's to at least 0.9."""
+    layout = LAYOUTS[model]
+    first = reload(server, checkpoints[STARTS[model]], model)
     rule = VerifierReward("math", base_url=server.url)
     online = OnlineRewardModel(
-        "prm", checkpoint=checkpoints["a"], output_dir=root / "updates", method="prm_outcome", every_steps=1,
-        held_out=0.3, learning_rate=3e-3, epochs=3, base_url=server.url,
+        model, checkpoint=checkpoints[STARTS[model]], output_dir=root / f"updates-{model}", method="prm_outcome",
+        layout=layout, every_steps=1, held_out=0.3, learning_rate=3e-3, epochs=3, base_url=server.url,
     )  # fmt: skip
     online.observe(rule)
     call = rule_batch(60, seed=1)
@@ -283,7 +313,7 @@ def test_the_callback_trains_a_prm_that_ranks_held_out_answers(
         {"prompt": prompt, "completions": [o.completion for o in kept], "outcomes": [o.outcome for o in kept]}
         for prompt, kept in online.outcomes.groups(held_out=True)
     ]
-    before = evaluated(server, "prm", held, correct_threshold=1.0)
+    before = evaluated(server, model, held, correct_threshold=1.0, layout=layout)
     assert before["model_version"] == first and before["counts"]["pairs"] > 5
 
     online.on_step_end(None, SimpleNamespace(global_step=1, is_world_process_zero=True), None)
@@ -300,16 +330,43 @@ def test_the_callback_trains_a_prm_that_ranks_held_out_answers(
     rule.close()
 
 
-def test_train_py_trains_a_served_prm_on_step_labels_and_refuses_a_prm_lm(server: Server, root: Path) -> None:
-    """`--online_rm NAME` reads the model's kind from GET /v1/models: kind prm gets `prm_outcome` whatever
-    --online_rm_method says; kind prm_lm, which is not trained here, stops the script with the reason."""
+def test_train_py_trains_a_served_prm_in_the_layout_its_prm_component_reads(server: Server, root: Path) -> None:
+    """`--online_rm NAME` reads the model's kind from GET /v1/models: a PRM gets `prm_outcome` whatever
+    --online_rm_method says, in the layout, separator and aggregate of the run's prm component when it names the
+    model (--reward_options), else the component's default for the kind (trl for prm, step_tag for prm_lm); a layout
+    that does not read the model's kind stops the script with the reason."""
     from trainer_client.train import VerifierScriptArguments, online_reward_model
 
+    def online(name: str, **options: Any) -> Any:
+        args = VerifierScriptArguments(
+            online_rm=name, online_rm_method="pairs", verifier_url=server.url,
+            reward_options=json.dumps({"prm": options}) if options else None,
+        )  # fmt: skip
+        return online_reward_model(args, [rule], str(root / "script"))
+
     rule = VerifierReward("math", base_url=server.url)
-    args = VerifierScriptArguments(online_rm="prm", online_rm_method="pairs", verifier_url=server.url)
-    online = online_reward_model(args, [rule], str(root / "script"))
-    assert (online.method, online.outcome_from) == ("prm_outcome", "math")
-    args = VerifierScriptArguments(online_rm="shepherd", verifier_url=server.url)
-    with pytest.raises(SystemExit, match="kind prm_lm"):
-        online_reward_model(args, [rule], str(root / "script"))
+    found = online("prm")
+    assert (found.method, found.outcome_from, found.layout) == ("prm_outcome", "math", "trl")
+    found = online("qwen", model="qwen", layout="qwen_prm", separator=".\n", aggregate="last")
+    assert (found.method, found.layout, found.separator, found.aggregate) == ("prm_outcome", "qwen_prm", ".\n", "last")
+    assert found._reading() == {"layout": "qwen_prm", "separator": ".\n", "aggregate": "last"}
+    assert online("qwen", model="prm", layout="qwen_prm").layout == "trl"  # the component reads another model
+    found = online("shepherd", model="shepherd", step_tag="STEP", good_token="yes")
+    assert (found.method, found.layout, found.step_tag, found.good_token) == ("prm_outcome", "step_tag", "STEP", "yes")
+    assert online("shepherd").layout == "step_tag"
+    for name, layout, kind in (("shepherd", "trl", "prm_lm"), ("qwen", "step_tag", "prm")):
+        with pytest.raises(SystemExit, match=f"layout {layout} does not read a model of kind {kind}"):
+            online(name, model=name, layout=layout)
     rule.close()
+
+
+def test_a_checkpoint_of_the_other_head_is_refused_before_training(checkpoints: dict[str, Path], root: Path) -> None:
+    """step_tag trains a causal LM, trl and qwen_prm a token classifier: a checkpoint saved as the other would load
+    with a new random head, be trained so and served wrongly; the update refuses it, naming the layout."""
+    for start, layout in (("a", "step_tag"), ("shepherd", "trl"), ("shepherd", "qwen_prm")):
+        online = OnlineRewardModel(
+            "m", checkpoint=checkpoints[start], output_dir=root / "refused", method="prm_outcome",
+            layout=cast(Any, layout), base_url="http://127.0.0.1:9",
+        )  # fmt: skip
+        with pytest.raises(ValueError, match=f"layout {layout} trains a model saved as"):
+            online._train_steps(arithmetic(2, seed=0), root / "refused" / "step-1")
