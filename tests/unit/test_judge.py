@@ -49,3 +49,29 @@ def test_the_cache_is_a_bounded_lru() -> None:
     assert cache.get(job("a")) == CORRECT  # a is now the newest
     cache.put(job("c"), CORRECT)
     assert cache.get(job("b")) is None and cache.get(job("a")) == CORRECT and cache.get(job("c")) == CORRECT
+
+
+DEGENERATE = [  # a judge that repeats itself to its max_tokens (or past it): replies up to MAX_REPLY_BYTES
+    ("compass", "INCORRECT" + "\n" * 1_000_000),
+    ("compass", "\\boxed{B}" + " " * 1_000_000),
+    ("general_verifier", "Final Decision:" + " " * 1_000_000),
+    ("general_verifier", "\\boxed{Yes} " * 350_000),
+    ("compass", "`\\boxed{A}` " * 350_000),
+]
+
+
+def test_a_degenerate_reply_of_the_largest_size_is_read_in_linear_time() -> None:
+    """parse_label runs on the event loop: whitespace after a label word or `Final Decision:` made the patterns
+    backtrack (40,000 newlines after INCORRECT held the loop 7 s, 20,000 spaces after `Final Decision:` 37 s), and
+    checking each match for an open code span counted the backticks before it (quadratic in the matches). A child
+    process reads replies of 1 to 4 MiB: linear, it is done in seconds; it is given a minute (before: hours)."""
+    import subprocess
+    import sys
+
+    code = (
+        "from tests.unit.test_judge import DEGENERATE\n"
+        "from verifier_service.scoring.judge_prompts import parse_label\n"
+        "print([parse_label(preset, reply, (None, None, None)) for preset, reply in DEGENERATE])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["['incorrect',", "'incorrect',", "None,", "'correct',", "None]"]
