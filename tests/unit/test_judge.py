@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import tracemalloc
 
 from verifier_service.schema import ComponentResult
@@ -75,3 +76,38 @@ def test_a_degenerate_reply_of_the_largest_size_is_read_in_linear_time() -> None
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.split() == ["['incorrect',", "'incorrect',", "None,", "'correct',", "None]"]
+
+
+def test_the_probe_reads_no_body_and_has_one_deadline() -> None:
+    """GET /models is answered by its status: a server that answers 200 then streams its body without end (a byte
+    every 0.1 s, within httpx's read timeout each time) kept the probe reading it, memory growing, forever; now the
+    probe is done at the status, within its deadline either way."""
+    import asyncio
+
+    from verifier_service.judges import JudgeClient
+    from verifier_service.settings import JudgeSettings
+
+    async def endless(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        try:
+            with contextlib.suppress(ConnectionError):
+                while True:
+                    writer.write(b"1\r\n \r\n")
+                    await writer.drain()
+                    await asyncio.sleep(0.1)
+        finally:
+            writer.close()
+
+    async def main() -> tuple[bool | None, str | None]:
+        server = await asyncio.start_server(endless, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = JudgeClient("j", JudgeSettings(base_url=f"http://127.0.0.1:{port}/v1", model="m", timeout_s=1), None)
+        try:
+            await asyncio.wait_for(client.probe(), 60)  # before: never done
+        finally:
+            await client.close()
+            server.close()
+        return client.reachable, client.why
+
+    assert asyncio.run(main()) == (True, None)
