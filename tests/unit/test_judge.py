@@ -111,3 +111,15 @@ def test_the_probe_reads_no_body_and_has_one_deadline() -> None:
         return client.reachable, client.why
 
     assert asyncio.run(main()) == (True, None)
+
+
+def test_a_step_named_alone_is_an_answer_and_a_step_heading_a_master_key() -> None:
+    """ "Step 3" answers "which step is wrong?" (a process-judging set's question): it was taken for a step heading
+    and scored 0 (no_answer) without asking the judge, whatever the reference. A heading (a colon after it), or a
+    step beside reasoning openers, is still a master key."""
+    from verifier_service.scoring.judge import says_nothing
+
+    answers = ["Step 3", "step 12", "\\boxed{\\text{Step 3}}", "第3步", "第三步"]
+    assert [says_nothing(answer) for answer in answers] == [False] * len(answers)
+    keys = ["Step 1:", "**Step 1**:", "\\textbf{Step 1}:", "第一步：", "Thought process:\n\nStep 1", "Solution: step 1"]
+    assert [says_nothing(key) for key in keys] == [True] * len(keys)
