@@ -410,3 +410,9 @@ def test_a_settings_error_shows_no_credentials_of_a_base_url() -> None:
         with pytest.raises(ValidationError) as raised:
             VerifierSettings(judges={"j": judge}, batch_timeout_s=limit)
         assert "hunter" not in str(raised.value) and "hunter" not in repr(raised.value)
+    from reward_models.spec import ModelSpec
+
+    engine = {"path": "/m", "backend": "vllm", "url": "http://u:hunter2@h:1", "max_tokens": 9, "batch_tokens": 8}
+    with pytest.raises(ValidationError) as raised:
+        ModelSpec(**engine)  # type: ignore[arg-type]
+    assert "hunter" not in str(raised.value)
