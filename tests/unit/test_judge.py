@@ -123,3 +123,14 @@ def test_a_step_named_alone_is_an_answer_and_a_step_heading_a_master_key() -> No
     assert [says_nothing(answer) for answer in answers] == [False] * len(answers)
     keys = ["Step 1:", "**Step 1**:", "\\textbf{Step 1}:", "第一步：", "Thought process:\n\nStep 1", "Solution: step 1"]
     assert [says_nothing(key) for key in keys] == [True] * len(keys)
+
+
+def test_a_custom_label_of_marks_is_read_wherever_it_stands() -> None:
+    """Whole words apply to a label's word-character ends only (as the docs say): "[[YES]]" right after a word was
+    not read (judge_unparseable) though no other label was there."""
+    from verifier_service.scoring.judge_prompts import parse_label
+
+    labels = ("[[YES]]", "[[NO]]", None)
+    assert parse_label("custom", "Verdict[[YES]]", labels) == "correct"
+    assert parse_label("custom", "So: [[NO]]x", labels) == "incorrect"
+    assert parse_label("custom", "Nonetheless, Yes", ("Yes", "No", None)) == "correct"

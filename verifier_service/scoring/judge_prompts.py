@@ -199,6 +199,13 @@ def _custom(custom: tuple[str | None, str | None, str | None], reply: str) -> se
     named = {text: kind for text, kind in zip(custom, kinds, strict=True) if text}
     # longest first: where one label holds another ("correct" in "incorrect") the longer is read; a label is a whole
     # word where it starts or ends with a word character
-    words = "|".join(re.escape(text) for text in sorted(named, key=len, reverse=True))
-    pattern = re.compile(rf"(?<!\w)(?:{words})(?!\w)")
+    pattern = re.compile("|".join(_whole(text) for text in sorted(named, key=len, reverse=True)))
     return {named[m[0]] for m in pattern.finditer(reply)}
+
+
+def _whole(label: str) -> str:
+    """A label's pattern: no word character may touch an end of it that is a word character ("[[YES]]" is read
+    after "Verdict", "No" is not read in "Nonetheless")."""
+    before = r"(?<!\w)" if re.match(r"\w", label[0]) else ""
+    after = r"(?!\w)" if re.match(r"\w", label[-1]) else ""
+    return f"{before}{re.escape(label)}{after}"
