@@ -414,5 +414,5 @@ def test_a_settings_error_shows_no_credentials_of_a_base_url() -> None:
 
     engine = {"path": "/m", "backend": "vllm", "url": "http://u:hunter2@h:1", "max_tokens": 9, "batch_tokens": 8}
     with pytest.raises(ValidationError) as raised:
-        ModelSpec(**engine)  # type: ignore[arg-type]
+        ModelSpec(**engine)
     assert "hunter" not in str(raised.value)
