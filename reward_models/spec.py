@@ -35,7 +35,7 @@ class ModelSpec(BaseModel):
     """A model the service loads at start (or whose tokenizer it loads, for one an engine serves) and serves to the
     components that name it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)  # a url may hold a password
 
     path: str = Field(
         ...,

@@ -149,13 +149,16 @@ class JudgeClient:
             self._heard(True)
 
     async def probe(self) -> None:
-        """GET /models: whether the judge answers, without asking it anything."""
+        """GET /models: whether the judge answers, without asking it anything. Its status says; the body is not read
+        (a list of models could be of any size, or never end), and the whole probe has one deadline."""
         try:
-            response = await self.client.get("/models", timeout=min(self.settings.timeout_s, PROBE_TIMEOUT_S))
-        except httpx.HTTPError as exc:
+            async with asyncio.timeout(min(self.settings.timeout_s, PROBE_TIMEOUT_S)):
+                async with self.client.stream("GET", "/models") as response:
+                    status = response.status_code
+        except (TimeoutError, httpx.HTTPError) as exc:
             self._heard(False, f"GET /models: {type(exc).__name__}")
             return
-        self._answered(response.status_code, "GET /models")
+        self._answered(status, "GET /models")
 
     def probe_if_stale(self) -> None:
         """Start a probe in the background when the last word on the judge is old and none is under way."""

@@ -79,7 +79,8 @@ class JudgeSettings(BaseModel):
     SGLang, `transformers serve`, a hosted API). The key is read from the environment variable `api_key_env` names,
     at start; it is never logged nor shown."""
 
-    model_config = ConfigDict(extra="forbid")
+    # an error never shows the input: a base_url may hold a password (an error's text showed the settings' ends)
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     base_url: str = Field(
         ..., pattern=r"^https?://[^\s]+$", max_length=1000, description="Ends before /chat/completions (often .../v1)."
@@ -105,7 +106,9 @@ class JudgeSettings(BaseModel):
 
 
 class VerifierSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="VERIFIER_", env_nested_delimiter="__", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="VERIFIER_", env_nested_delimiter="__", extra="ignore", hide_input_in_errors=True
+    )  # an error never shows the input: a judge's or a model engine's URL may hold a password
 
     host: str = "127.0.0.1"
     port: int = Field(8088, ge=1, le=65535)

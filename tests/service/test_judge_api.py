@@ -393,3 +393,26 @@ def test_judge_settings_are_checked_at_start() -> None:
     with pytest.raises(ValidationError, match="api_key_env: the base_url holds credentials too") as raised:
         VerifierSettings(judges={"j": {**judge, "base_url": "http://u:SECRET-PW@h/v1", "api_key_env": "K"}})
     assert "SECRET-PW" not in str(raised.value)
+
+
+def test_a_settings_error_shows_no_credentials_of_a_base_url() -> None:
+    """A ValidationError's text (the traceback of an app made without the CLI: create_app, Ray Serve, in process)
+    showed the start and the end of the judge's settings: a password at the start of base_url, or a base_url written
+    last, was printed."""
+    from pydantic import ValidationError
+
+    from verifier_service.settings import VerifierSettings
+
+    last = {"model": "m", "api_key_env": "K", "base_url": "http://u:hunter2@h/v1"}
+    first = {"base_url": "http://:hunter2@h/v1", "model": "m", "api_key_env": "K"}
+    late = {"model": "m", "timeout_s": 10, "base_url": "http://u:hunter2@h/v1"}
+    for judge, limit in ((last, 60), (first, 60), (late, 10)):
+        with pytest.raises(ValidationError) as raised:
+            VerifierSettings(judges={"j": judge}, batch_timeout_s=limit)
+        assert "hunter" not in str(raised.value) and "hunter" not in repr(raised.value)
+    from reward_models.spec import ModelSpec
+
+    engine = {"path": "/m", "backend": "vllm", "url": "http://u:hunter2@h:1", "max_tokens": 9, "batch_tokens": 8}
+    with pytest.raises(ValidationError) as raised:
+        ModelSpec(**engine)
+    assert "hunter" not in str(raised.value)

@@ -49,6 +49,8 @@ _MARKUP = re.compile(
     r"|textstyle|left|right|quad|qquad)(?![A-Za-z])|[{}$]"
 )
 _STEP = re.compile(r"(?<!\w)step\s*\d+(?!\w)|第\s*[\d一二三四五六七八九十]+\s*步")
+# A step written as a heading (a colon after it, markup aside): "Step 1:", "**第一步**："
+_HEADING = re.compile(r"(?<!\w)step\s*\d+[\s*_]*[:：]|第\s*[\d一二三四五六七八九十]+\s*步[\s*_]*[:：]")
 _PUNCTUATION = re.compile(r"[\W_]+")
 
 
@@ -79,11 +81,22 @@ def says_nothing(answer: str) -> bool:
     (True, True)
     >>> [says_nothing(text) for text in ("42", "x = 3", "\\\\boxed{\\\\pi}", "The answer is 7", "Step 2: 9")]
     [False, False, False, False, False]
+
+    A step named alone, not as a heading, is an answer ("which step is wrong?"), and is sent:
+
+    >>> [says_nothing(text) for text in ("Step 3", "第3步", "**Step 1:**", "第一步：", "Thought process: Step 1")]
+    [False, False, True, True, True]
     """
     if not any(char.isalnum() for char in answer):
         return True
-    rest = _OPENER_WORDS.sub(" ", _STEP.sub(" ", _normalised(answer)))
-    return not any(char.isalnum() for char in rest)
+    normalised = _normalised(answer)
+    rest = _OPENER_WORDS.sub(" ", normalised)
+    stepless = _STEP.sub(" ", rest)
+    if any(char.isalnum() for char in stepless):
+        return False
+    # only markup, openers and steps: a master key, unless it names steps and no more (no opener, no heading's colon)
+    named_steps = stepless != rest and rest == normalised
+    return not named_steps or _HEADING.search(_MARKUP.sub(" ", answer).lower()) is not None
 
 
 @dataclass(frozen=True)

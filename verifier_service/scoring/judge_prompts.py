@@ -21,6 +21,7 @@ it (`\\boxed{A} - INCORRECT`) is two labels; custom labels are whole words ("No"
 
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Literal
 
@@ -83,7 +84,9 @@ _PLACEHOLDER = re.compile(r"\{(question|gold|answer)\}")
 _COMPASS_LETTERS: dict[str, Label] = {"A": "correct", "B": "incorrect", "C": "invalid"}
 _COMPASS_WORDS: dict[str, Label] = {"CORRECT": "correct", "INCORRECT": "incorrect", "INVALID": "invalid"}
 _WORD = r"(CORRECT|INCORRECT|INVALID)\b"
-_BETWEEN = r"[\s*`]*[-:–—]?[\s*`]*"
+# one way to read any run of spaces and marks (a `\s*x?\s*` reads n spaces n ways: quadratic backtracking where no
+# box follows, and parse_label runs on the event loop)
+_BETWEEN = r"[\s*`]*(?:[-:–—][\s*`]*)?"
 # A boxed letter with the word written next to it, before or after (`\boxed{A} - CORRECT`, `INCORRECT: \boxed{B}`).
 _COMPASS_BOXED = re.compile(rf"(?<![\w\\]){_WORD}{_BETWEEN}\\boxed\{{\s*([ABC])\s*\}}|\\boxed\{{\s*([ABC])\s*\}}"
                             rf"(?:{_BETWEEN}{_WORD})?", re.IGNORECASE)  # fmt: skip
@@ -92,7 +95,7 @@ _COMPASS_WHOLE = re.compile(
     r"(?:(?P<letter>[ABC])(?:\s*[:.)\-]\s*(?P<named>CORRECT|INCORRECT|INVALID))?|(?P<word>CORRECT|INCORRECT|INVALID))",
     re.IGNORECASE,
 )
-_DECISION = re.compile(r"Final\s+Decision\s*:\s*(?:\*\*)?\s*(?:\\boxed\{\s*)?(Yes|No)\b", re.IGNORECASE)
+_DECISION = re.compile(r"Final\s+Decision\s*:\s*(?:\*\*\s*)?(?:\\boxed\{\s*)?(Yes|No)\b", re.IGNORECASE)
 _BOXED_YES_NO = re.compile(r"\\boxed\{\s*(Yes|No)\s*\}", re.IGNORECASE)
 _EQUIVALENCE = re.compile(r"\[\[A!=B\]\]|\[\[A=B\]\]")
 _QUOTES = frozenset("`\"'“‘«\\")
@@ -105,10 +108,12 @@ def _said(pattern: re.Pattern[str], reply: str) -> list[re.Match[str]]:
     >>> [m[0] for m in _said(_BOXED_YES_NO, "`\\\\boxed{No}` or '\\\\boxed{No}', so \\\\boxed{Yes}")]
     ['\\\\boxed{Yes}']
     """
-    return [
+    ticks = [tick.start() for tick in re.finditer("`", reply)]
+    return [  # inside a code span: an odd number of backticks before it (counted by bisection: linear in all)
         found
         for found in pattern.finditer(reply)
-        if not (found.start() and reply[found.start() - 1] in _QUOTES) and reply.count("`", 0, found.start()) % 2 == 0
+        if not (found.start() and reply[found.start() - 1] in _QUOTES)
+        and bisect.bisect_left(ticks, found.start()) % 2 == 0
     ]
 
 
@@ -194,6 +199,13 @@ def _custom(custom: tuple[str | None, str | None, str | None], reply: str) -> se
     named = {text: kind for text, kind in zip(custom, kinds, strict=True) if text}
     # longest first: where one label holds another ("correct" in "incorrect") the longer is read; a label is a whole
     # word where it starts or ends with a word character
-    words = "|".join(re.escape(text) for text in sorted(named, key=len, reverse=True))
-    pattern = re.compile(rf"(?<!\w)(?:{words})(?!\w)")
+    pattern = re.compile("|".join(_whole(text) for text in sorted(named, key=len, reverse=True)))
     return {named[m[0]] for m in pattern.finditer(reply)}
+
+
+def _whole(label: str) -> str:
+    """A label's pattern: no word character may touch an end of it that is a word character ("[[YES]]" is read
+    after "Verdict", "No" is not read in "Nonetheless")."""
+    before = r"(?<!\w)" if re.match(r"\w", label[0]) else ""
+    after = r"(?!\w)" if re.match(r"\w", label[-1]) else ""
+    return f"{before}{re.escape(label)}{after}"
