@@ -7,6 +7,7 @@ or an engine's server (remote.py). So a model an engine serves sees exactly the 
 from __future__ import annotations
 
 import array
+import copy
 import logging
 import math
 import threading
@@ -100,9 +101,11 @@ def load_tokenizer(name: str, spec: ModelSpec) -> Any:
 
 
 def load_policy_tokenizer(name: str, spec: ModelSpec, own: Any) -> Any:
-    """The tokenizer that reads the token ids items carry: `spec.policy_tokenizer`, else the model's own (`own`)."""
+    """The tokenizer that reads the token ids items carry: `spec.policy_tokenizer`, else a copy of the model's own
+    (`own`): steps are located in a thread of their own (ModelRuntime.locate), never sharing a tokenizer object with
+    the scoring thread, which tokenizes with its own settings meanwhile."""
     if spec.policy_tokenizer is None:
-        return own
+        return copy.deepcopy(own)
     from reward_models.tokens import load_policy_tokenizer as load
 
     try:

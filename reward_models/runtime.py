@@ -145,7 +145,8 @@ class LoadedModel(ScoredModel):
         }[spec.kind]
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(spec.path)
-            model = auto.from_pretrained(spec.path, dtype=spec.dtype).to(spec.device)
+            model, loading = auto.from_pretrained(spec.path, dtype=spec.dtype, output_loading_info=True)
+            model = model.to(spec.device)
         except Exception as exc:  # a missing or broken checkpoint, an unknown architecture, no room on the device
             detail = f"{type(exc).__name__}: {exc}"
             room = isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"  # torch.cuda's
@@ -164,6 +165,17 @@ class LoadedModel(ScoredModel):
             raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: {why} (PRMTrainer's)", why)
         if spec.kind == "prm_lm" and (head := _head_not_plain(config)):  # read at the tags from the bare LM head
             raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: {head}", head)
+        mismatched = [key if isinstance(key, str) else key[0] for key in loading.get("mismatched_keys", ())]
+        if drawn := sorted({*loading.get("missing_keys", ()), *mismatched}):
+            # transformers draws these at random and carries on: a causal LM named as kind rm gets a random score
+            # head, a checkpoint with a head of another shape (Qwen2.5-Math-PRM's two layers) too; its scores mean
+            # nothing, so it is refused rather than served.
+            shown = ", ".join(drawn[:4]) + (f" and {len(drawn) - 4} more" if len(drawn) > 4 else "")
+            why = (
+                f"the checkpoint has no weights for {shown}, which kind {spec.kind} reads "
+                f"({auto.__name__} would draw them at random)"
+            )
+            raise ModelLoadError(f"VERIFIER_MODELS: model {name!r}: {why}", why)
         pad = config.pad_token_id
         if spec.kind != "rm":  # each step is read at its own position: padding is never read, any id does
             pad = next((i for i in (pad, self.tokenizer.pad_token_id, self.tokenizer.eos_token_id) if i is not None), 0)
@@ -294,6 +306,7 @@ class ModelRuntime:
         self.specs = dict(specs)
         self._models: dict[str, ScoredModel] = {}
         self._threads: dict[str, ThreadPoolExecutor] = {}
+        self._locators: dict[str, ThreadPoolExecutor] = {}  # name -> the thread that locates its steps' tokens
         self._stops: set[threading.Event] = set()
         self._reloading: set[str] = set()
         self._previous: dict[str, str] = {}  # name -> the version it served before its last reload changed it
@@ -305,6 +318,13 @@ class ModelRuntime:
         if key not in self._threads:
             self._threads[key] = ThreadPoolExecutor(workers, thread_name_prefix=f"model-{key}")
         return self._threads[key]
+
+    def _locator(self, name: str) -> ThreadPoolExecutor:
+        """A thread per model for locating steps in token ids: a slow search there (a tokenizer that is not
+        byte-level) never holds the device's thread, where every model on that device scores."""
+        if name not in self._locators:
+            self._locators[name] = ThreadPoolExecutor(1, thread_name_prefix=f"locate-{name}")
+        return self._locators[name]
 
     async def start(self) -> None:
         """Load every model, each in its device's thread; the first that cannot be loaded stops the start."""
@@ -367,6 +387,8 @@ class ModelRuntime:
         for stop in self._stops:
             stop.set()
         threads, self._threads = list(self._threads.values()), {}
+        threads += self._locators.values()
+        self._locators = {}
         if self._loader is not None:
             threads.append(self._loader)
         await asyncio.gather(*(asyncio.to_thread(thread.shutdown, True, cancel_futures=True) for thread in threads))
@@ -432,7 +454,7 @@ class ModelRuntime:
         """For each (token ids, completion, step spans), the steps' token ranges, found by `model` (a version `pin`
         gave) in its thread by the loop time `deadline`; None for an input not reached by then."""
         failed = Located(None, "the policy tokenizer failed on the token ids")
-        return (await self._call(model, model.locate, inputs, deadline, failed))[1]
+        return (await self._call(model, model.locate, inputs, deadline, failed, self._locator(model.name)))[1]
 
     async def _call(
         self,
@@ -441,15 +463,16 @@ class ModelRuntime:
         inputs: Sequence[Any],
         deadline: float,
         failed: Any = None,
+        thread: ThreadPoolExecutor | None = None,
     ) -> tuple[str, list[Any]]:
-        """`method` over the inputs in the model's thread: the version and each input's answer (None: not reached by
-        the deadline; `failed`, default model_error, for each input should the call itself fail)."""
+        """`method` over the inputs in the model's thread (or `thread`): the version and each input's answer (None:
+        not reached by the deadline; `failed`, default model_error, for each input should the call itself fail)."""
         name = model.name
         failed = Outcome(None, "model_error") if failed is None else failed
         loop = asyncio.get_running_loop()
         stop, out = threading.Event(), dict[int, Any]()
         self._stops.add(stop)
-        work = loop.run_in_executor(self._thread(name, model.spec), method, inputs, stop, out)
+        work = loop.run_in_executor(thread or self._thread(name, model.spec), method, inputs, stop, out)
         try:
             await asyncio.wait_for(asyncio.shield(work), max(0.0, deadline - loop.time()))
         except TimeoutError:

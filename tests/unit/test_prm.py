@@ -151,6 +151,22 @@ def test_checkpoints_of_the_wrong_shape_are_refused_at_load(tmp_path: Path, chec
         LoadedModel("m", ModelSpec(path=str(checkpoint), kind="rm"))
 
 
+def test_a_checkpoint_without_the_head_its_kind_reads_is_refused_not_served_with_a_random_one(tmp_path: Path) -> None:
+    """A causal LM named as kind rm or prm: transformers would draw the score head at random and load it (its scores
+    would mean nothing, with no error); the service refuses it, naming the weights."""
+    build_tokenizer(tmp_path, training_text(gsm8k_rows(20, seed=1)))
+    build_model(tmp_path, max_positions=128)  # a causal LM: no score head; two labels by default
+    with pytest.raises(
+        ModelLoadError, match=r"model 'm': the checkpoint has no weights for score\.bias, score\.weight"
+    ):
+        LoadedModel("m", ModelSpec(path=str(tmp_path), kind="prm"))
+    LoadedModel("m", ModelSpec(path=str(tmp_path), kind="prm_lm"))  # as a causal LM it has every weight
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "id2label": {"0": "LABEL_0"}}))  # one label
+    with pytest.raises(ModelLoadError, match=r"no weights for score\.weight, which kind rm reads"):
+        LoadedModel("m", ModelSpec(path=str(tmp_path), kind="rm"))
+
+
 def test_a_causal_lm_whose_logits_are_not_its_bare_heads_is_refused_as_prm_lm(tmp_path: Path) -> None:
     """prm_lm applies the LM head itself at the tags: a model whose forward scales or caps the head's logits would be
     read without that, so it is refused at load (a scale of 1 changes nothing and loads)."""
@@ -206,3 +222,44 @@ def test_prm_beside_a_correctness_component_passes_the_order_guard_as_rm_does() 
     assert ScoreItem.model_validate({**math, "weights": {"prm": 0.5}}).prm is not None
     assert ScoreItem.model_validate({**code, "prm": {"model": "tc", "gate": "right"}}).prm is not None
     assert ScoreItem.model_validate({**math, "allow_order_inversion": True}).prm is not None
+
+
+def test_locating_steps_never_holds_the_device_thread_nor_shares_its_tokenizer(
+    checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slow token search (a tokenizer that is not byte-level: up to seconds an item) runs in a thread of its own:
+    step scores on the same device come back while it is still searching, and it reads its own tokenizer object,
+    not the one the scoring thread tokenizes with meanwhile."""
+    searching, release = threading.Event(), threading.Event()
+    seen: list[Any] = []
+
+    def slow(tokenizer: Any, ids: Sequence[int], text: str, spans: Sequence[tuple[int, int]]) -> list[Any]:
+        seen.append(tokenizer)
+        searching.set()
+        release.wait(30)
+        return []
+
+    monkeypatch.setattr("reward_models.tokens.token_spans", slow)
+    runtime = runtime_of(checkpoint)
+
+    async def main() -> tuple[list[Outcome | None], bool, Any]:
+        await runtime.start()
+        try:
+            loop = asyncio.get_running_loop()
+            model = runtime._models["m"]
+            locating = asyncio.ensure_future(runtime.locate(model, [([1, 2], "ab", [(0, 2)])], loop.time() + 60))
+            await asyncio.to_thread(searching.wait, 30)
+            scored = (await runtime.score_steps("m", inputs(2), loop.time() + 20))[1]
+            still = not locating.done()
+            release.set()
+            await locating
+            return scored, still, model.tokenizer
+        finally:
+            release.set()
+            await runtime.close()
+
+    scored, still_locating, scoring_tokenizer = asyncio.run(main())
+    assert all(outcome is not None and outcome.steps for outcome in scored)  # not held behind the search
+    assert still_locating
+    assert seen and seen[0] is not scoring_tokenizer
+    assert seen[0].get_vocab() == scoring_tokenizer.get_vocab()  # a copy of it: no policy_tokenizer was named
