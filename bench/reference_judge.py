@@ -6,9 +6,10 @@ tests/data/cpp_agreement/), never for model output.
 The rules it mirrors, each from where the service states it:
 
 - compile: `g++ -O2 -std=gnu++17 -DONLINE_JUDGE -pipe` (sandbox/api.py CPP_FLAGS); a failure is `compile_error`, 0.
-- run, per test, in a fresh directory, stdin from a file: wall limit `timeout_s` (`timeout -k 1`: TERM, then KILL), CPU limit
-  `cpu_s` (default `timeout_s`; RLIMIT_CPU), address space and stack `memory_mb` (RLIMIT_AS, RLIMIT_STACK: a stack as
-  large as the memory limit, as Codeforces gives), stdout capped at `max_output_bytes` (default 4 MiB; RLIMIT_FSIZE).
+- run, per test, in a fresh directory, stdin from a file: wall limit `timeout_s` (`timeout -k 1`: TERM, then
+  KILL), CPU limit `cpu_s` (default `timeout_s`; RLIMIT_CPU), address space and stack `memory_mb` (RLIMIT_AS,
+  RLIMIT_STACK: a stack as large as the memory limit, as Codeforces gives), stdout capped at `max_output_bytes`
+  (default 4 MiB; RLIMIT_FSIZE).
 - per-test verdict, in sandbox/compare.py's order: past the wall clock `timeout`; more output than the cap
   `output_limit`; killed by SIGXCPU `timeout`; SIGABRT after the C++ runtime wrote `std::bad_alloc` `memory_limit`;
   any other signal or a non-zero exit `runtime_error`; else the comparison (`tokens`: whitespace-separated tokens
@@ -103,10 +104,14 @@ def run_program(binary: Path, stdin: str, spec: dict[str, Any], directory: Path)
     memory = int(spec.get("memory_mb", 512))
     cap = int(spec.get("max_output_bytes") or DEFAULT_OUTPUT_BYTES)
     (directory / "input").write_text(stdin)
-    with (directory / "input").open("rb") as inp, (directory / "stdout").open("wb") as out:
-        with (directory / "stderr").open("wb") as err:
-            status = subprocess.run(["timeout", "-k", "1", f"{wall:g}", str(binary)], cwd=directory, stdin=inp,
-                                    stdout=out, stderr=err, preexec_fn=_limits(memory, cpu, cap)).returncode  # fmt: skip
+    command = ["timeout", "-k", "1", f"{wall:g}", str(binary)]
+    with (
+        (directory / "input").open("rb") as inp,
+        (directory / "stdout").open("wb") as out,
+        (directory / "stderr").open("wb") as err,
+    ):
+        limits = _limits(memory, cpu, cap)
+        status = subprocess.run(command, cwd=directory, stdin=inp, stdout=out, stderr=err, preexec_fn=limits).returncode
     output = (directory / "stdout").read_bytes()
     stderr = (directory / "stderr").read_bytes()[:4096]
     sig = _signal(status)
@@ -207,6 +212,45 @@ def judge(source: str, spec: dict[str, Any]) -> Judged:
         return Judged("passed" if passed == len(verdicts) else "failed", passed / len(verdicts), verdicts)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+# --- open-r1's aggregation of the same per-test outcomes (a cross-check; its executors cannot run here) -------------
+#
+# open-r1 (huggingface/open-r1, src/open_r1/utils/competitive_programming/) runs C++ on remote executors (a Piston
+# fork with its Codeforces and IOI grader packages, or E2B / Morph sandboxes behind API keys): none is reachable here.
+# What can be checked is how it turns per-test outcomes into a reward, ported here from cf_scoring.py
+# (score_submission) and ioi_scoring.py (SubtaskResult):
+# - Codeforces: a compile error scores no_compile_reward (-0.1); else with p passed of n, "pass_fail" 1.0 if p == n
+#   else 0.0, "partial" p / n, "weighted_sum" (its default) pass_fail + 0.1 * p / n. A checker's failure is a failed
+#   test there (its grader prints no "1"), where this project gives null: rows the checker cannot judge are left out.
+# - IOI: a subtask scores the minimum of its tests' scores (1 passed, 0 not) times its points; a compile error 0. The
+#   set's problems have no subtasks: each is one subtask worth 1 point (all tests must pass).
+
+CF_NO_COMPILE_REWARD = -0.1
+
+
+def open_r1_codeforces(verdict: str, tests: list[str], mode: str = "weighted_sum") -> float | None:
+    """open-r1's Codeforces reward for these outcomes; None where it does not apply (the checker could not judge)."""
+    if verdict == "compile_error":
+        return CF_NO_COMPILE_REWARD
+    if verdict == "invalid_test" or not tests:
+        return None
+    passed = tests.count("passed")
+    pass_fail = 1.0 if passed == len(tests) else 0.0
+    if mode == "pass_fail":
+        return pass_fail
+    if mode == "partial":
+        return passed / len(tests)
+    return pass_fail + 0.1 * passed / len(tests)
+
+
+def open_r1_ioi(verdict: str, tests: list[str], points: float = 1.0) -> float | None:
+    """open-r1's IOI score for one subtask holding all the tests (min of the tests' scores, times its points)."""
+    if verdict == "compile_error":
+        return 0.0
+    if verdict == "invalid_test" or not tests:
+        return None
+    return round(min(1.0 if t == "passed" else 0.0 for t in tests) * points, 2)
 
 
 # --- The agreement set: tests/data/cpp_agreement/ -------------------------------------------------------------------

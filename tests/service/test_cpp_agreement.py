@@ -19,7 +19,7 @@ from tests.conftest import Server
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
-from reference_judge import Judged, Row, judge, load_set  # noqa: E402
+from reference_judge import Judged, Row, judge, load_set, open_r1_codeforces, open_r1_ioi  # noqa: E402
 
 sys.path.remove(str(ROOT / "bench"))
 
@@ -65,6 +65,24 @@ def disagreements(service: dict[str, dict[str, Any]], reference: dict[str, Judge
     return found
 
 
+def open_r1_disagreements(service: dict[str, dict[str, Any]], reference: dict[str, Judged]) -> tuple[int, list[str]]:
+    """open-r1's Codeforces (each mode) and IOI rewards computed from each side's per-test outcomes, on the rows where
+    they apply: how many rows, and those where the two sides' rewards differ."""
+    applies, found = 0, []
+    for row in ROWS:
+        code, ref = service[row.id], reference[row.id]
+        tests = [t["verdict"] for t in code.get("tests") or []]
+        for name, rule in [(f"codeforces {m}", lambda v, t, m=m: open_r1_codeforces(v, t, m))
+                           for m in ("pass_fail", "partial", "weighted_sum")] + [("ioi", open_r1_ioi)]:  # fmt: skip
+            mine, theirs = rule(code["verdict"], tests), rule(ref.verdict, ref.tests)
+            if theirs is None:
+                continue
+            applies += name == "ioi"
+            if mine != theirs:
+                found.append(f"{row.id}: open-r1 {name}: service {mine}, reference {theirs}")
+    return applies, found
+
+
 def unexpected(row: Row, verdict: str, score: float | None) -> str | None:
     want = row.expected
     if verdict != want["verdict"] or (want["score"] is not None and abs((score or 0.0) - want["score"]) > 1e-9):
@@ -94,5 +112,7 @@ def test_the_service_agrees_with_the_reference_judge_on_every_row(
 ) -> None:
     got = service_results(service, ROWS)
     assert disagreements(got, reference) == []
+    applies, open_r1 = open_r1_disagreements(got, reference)
+    assert applies == len(ROWS) - 1 and open_r1 == []  # all but the row whose checker cannot judge
     wrong = [unexpected(row, got[row.id]["verdict"], got[row.id]["score"]) for row in ROWS]
     assert [w for w in wrong if w] == []

@@ -1,3 +1,4 @@
+// Prints only the length: no path.
 #include <bits/stdc++.h>
 using namespace std;
 int main() {
