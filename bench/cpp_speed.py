@@ -134,7 +134,9 @@ def batch_vs_reference(url: str, pid: int, rows: list[Row], tag: str) -> dict[st
     usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     reference_wall = time.perf_counter() - start
     reference_cpu = (usage1.ru_utime - usage0.ru_utime) + (usage1.ru_stime - usage0.ru_stime)
-    disagree = [row.id for row, s, r in zip(batch, got, reference, strict=True) if not same(s["score"], r.score)]
+    disagree = [f"{row.id}: service {s['verdict']} {s['score']} {[t['verdict'] for t in s.get('tests') or []]}, "
+                f"reference {r.verdict} {r.score} {r.tests} {r.detail}"
+                for row, s, r in zip(batch, got, reference, strict=True) if not same(s["score"], r.score)]  # fmt: skip
     return {"submissions": len(batch), "service_wall_s": service_wall, "service_cpu_s": service_cpu,
             "reference_wall_s": reference_wall, "reference_cpu_s": reference_cpu,
             "speedup": reference_wall / service_wall, "disagreements": disagree}  # fmt: skip
@@ -177,7 +179,10 @@ def main() -> int:
     args = parser.parse_args()
     rows = [row for row in load_set(DATA) if not row.id.startswith("broken_checker/")]
     if args.smoke:
-        rows, args.prompts, args.rounds = [r for r in rows if r.id.startswith(("aplusb/", "derangement/"))][:8], 2, 1
+        rows = [r for r in rows if r.id.startswith("aplusb/")][:4] + [
+            r for r in rows if r.id.startswith("derangement/")
+        ][:4]
+        args.prompts, args.rounds = 2, 1
     image = args.image
     if args.backend == "docker" and not image:
         sys.path.insert(0, str(ROOT))
