@@ -1,0 +1,3 @@
+#include <bits/stdc++.h>
+using namespace std;
+int main() { string s; cin >> s; for (;;) cout << s << '\n'; }
