@@ -129,9 +129,14 @@ class BinaryCache:
                 del self._waiting[task]
                 if not task.done():
                     task.cancel()
+                    # the build ends a step or more later: a caller that asks for this key meanwhile starts its own
+                    # build, and never waits on this one (its CancelledError would be that caller's, uncancelled)
+                    if self._pending.get(key) is task:
+                        del self._pending[key]
 
     def _done(self, key: str, task: asyncio.Future[tuple[Built, bool]]) -> None:
-        self._pending.pop(key, None)
+        if self._pending.get(key) is task:  # else a newer build of the key (this one was given up) holds the place
+            del self._pending[key]
         if task.cancelled() or task.exception() is not None:
             return
         value, keep = task.result()

@@ -447,6 +447,35 @@ def test_a_build_stops_when_every_caller_gave_up_and_not_before() -> None:
     assert stopped == [True] and again == "AAAA" and status["compiling"] == 0, status
 
 
+def test_a_caller_after_the_last_one_gave_up_gets_a_build_of_its_own() -> None:
+    """The last caller gives up: the build is cancelled, and one that asks for the same key before that cancellation
+    has ended (the build still cleaning up) gets a fresh build, never the cancelled one's CancelledError (it was not
+    cancelled itself: its item would have failed instead of being scored)."""
+
+    async def main() -> object:
+        cache, started = BinaryCache(1 << 20), asyncio.Event()
+
+        async def slow() -> tuple[str, bool]:
+            started.set()
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                await asyncio.sleep(0.05)  # cleaning up (as a build that stops its sandbox may): still pending
+                raise
+            return "never", True
+
+        async def quick() -> tuple[str, bool]:
+            return "AAAA", True
+
+        first = asyncio.ensure_future(cache.get("k", slow))
+        await started.wait()
+        first.cancel()
+        await asyncio.gather(first, return_exceptions=True)
+        return await asyncio.wait_for(cache.get("k", quick), 5)
+
+    assert asyncio.run(main()) == "AAAA"
+
+
 # Ten constant evaluations, each up to GCC's default budget of 2**33 operations (about a minute here): the compiler
 # runs for many minutes, on a few MB.
 SLOW_COMPILE = (
