@@ -177,7 +177,9 @@ def checker(row: Mapping[str, Any]) -> dict[str, Any] | None:
         return {name: given[name] for name in ("language", "source", "files") if given.get(name) is not None}
     source = row.get("generated_checker")
     if _text(source):
-        return {"language": "python", "source": _CHECKER_WRAPPER.format(source=json.dumps(source))}
+        # repr: a Python literal of the text itself (json.dumps wrote a character past U+FFFF as a surrogate pair,
+        # which Python reads as two lone surrogates: the source did not compile, every test null)
+        return {"language": "python", "source": _CHECKER_WRAPPER.format(source=repr(source))}
     return None
 
 

@@ -139,3 +139,12 @@ def test_open_r1s_generated_checker_is_called_its_way_and_answers_the_services(t
     assert run_checker(crash["source"], tmp_path, "5 5\n") == 3  # type: ignore[index]  # the checker's failure: null
     given = {"language": "cpp", "source": '#include "testlib.h"\n', "files": {"testlib.h": "//"}}
     assert checker({"checker": json.dumps(given), "generated_checker": "print(1)"}) == given  # a spec-form checker wins
+
+
+def test_a_generated_checker_with_characters_beyond_the_bmp_runs(tmp_path: Path) -> None:
+    """json.dumps wrote such a character as a \\ud83d\\ude00 pair, which Python reads as two lone surrogates: the
+    checker's source did not compile, and every test of the problem was null (the checker's failure)."""
+    source = "# checks the pair \U0001f600\nprint(1)  # ✓\n"
+    wrapped = checker({"generated_checker": source})
+    assert wrapped is not None
+    assert run_checker(wrapped["source"], tmp_path, "5 5\n") == 0
