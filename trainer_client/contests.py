@@ -171,10 +171,10 @@ def limits(shape: str, row: Mapping[str, Any]) -> dict[str, Any]:
 
 def checker(row: Mapping[str, Any]) -> dict[str, Any] | None:
     """The row's checker as the code spec takes it: open-r1's `generated_checker` (Python, wrapped), or a `checker`
-    column already in the spec's form (`{language, source, files}`); None for a row with neither."""
+    column already in the spec's form (`{language, source, files, points}`); None for a row with neither."""
     given = _json(row.get("checker"))
     if isinstance(given, Mapping) and _text(given.get("source")):
-        return {name: given[name] for name in ("language", "source", "files") if given.get(name) is not None}
+        return {name: given[name] for name in ("language", "source", "files", "points") if given.get(name) is not None}
     source = row.get("generated_checker")
     if _text(source):
         # repr: a Python literal of the text itself (json.dumps wrote a character past U+FFFF as a surrogate pair,

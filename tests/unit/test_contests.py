@@ -148,3 +148,13 @@ def test_a_generated_checker_with_characters_beyond_the_bmp_runs(tmp_path: Path)
     wrapped = checker({"generated_checker": source})
     assert wrapped is not None
     assert run_checker(wrapped["source"], tmp_path, "5 5\n") == 0
+
+
+def test_a_spec_form_checker_column_keeps_its_partial_credit() -> None:
+    """A `checker` column in the spec's form with `"points": true` (a CMS-style checker) went out without it: every
+    accepted test scored 1 whatever score the checker printed."""
+    given = {"language": "cpp", "source": "int main() {}\n", "points": True}
+    assert checker({"checker": json.dumps(given)}) == given
+    row = {"official_tests": [{"input": "1\n", "output": "1\n"}], "checker": given}
+    spec = contest_specs("codeforces", row)["code"]
+    assert CodeSpec.model_validate(spec).checker.points is True  # type: ignore[union-attr]
