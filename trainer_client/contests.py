@@ -16,7 +16,9 @@ Limits: the problem's time limit is the spec's CPU limit (`cpu_s`, as judges cou
 one (`timeout_s`: slack on a busy sandbox), both capped at the spec's 60 s; the memory limit is `memory_mb` (no
 limit given: the spec's default). open-r1's generated checker is called as open-r1 calls it (`checker.py input
 correct_output program_output`, right when its output is `1` or `100`), through a small wrapper that speaks the
-service's checker convention (`checker input output answer`, exit 0 / 1, a crash: the checker's failure, null).
+service's checker convention (`checker input output answer`, exit 0 / 1). A generated checker that crashes (most
+often on a malformed output: `int()` of a word) falls back to the token comparison with the expected answer: not
+null, which would let a wrong program that prints garbage escape its 0 (open-r1 counts any crash as a failed test).
 
 Rows that cannot be scored map to nothing, and `skip_reason` says why: file I/O, an interactive problem, a prompt
 that asks for another language (`verifiable-prompts`' Python rows), incomplete official tests (Codeforces cuts long
@@ -62,9 +64,10 @@ try:
         exec(compile(SOURCE, "checker.py", "exec"), {{"__name__": "__main__"}})
 except SystemExit:
     pass
-except BaseException as exc:
-    print("the generated checker failed:", type(exc).__name__, file=sys.stderr)
-    sys.exit(3)
+except BaseException as exc:  # most often int() of a malformed output: the program's fault, so not null
+    print("the generated checker failed:", type(exc).__name__, "(compared with the answer instead)", file=sys.stderr)
+    with open(out, "rb") as got, open(ans, "rb") as want:
+        sys.exit(0 if got.read().split() == want.read().split() else 1)
 words = buffer.getvalue().split()
 sys.exit(0 if words and words[0] in ("1", "100") else 1)
 """

@@ -136,7 +136,7 @@ def test_open_r1s_generated_checker_is_called_its_way_and_answers_the_services(t
     assert run_checker(checker({"generated_checker": order})["source"], tmp_path, "mine\n") == 0  # type: ignore[index]
     assert run_checker(checker({"generated_checker": "print(100)"})["source"], tmp_path, "x") == 0  # type: ignore[index]
     crash = checker({"generated_checker": "raise RuntimeError('boom')"})
-    assert run_checker(crash["source"], tmp_path, "5 5\n") == 3  # type: ignore[index]  # the checker's failure: null
+    assert run_checker(crash["source"], tmp_path, "5 5\n") == 0  # type: ignore[index]  # crashed: the comparison
     given = {"language": "cpp", "source": '#include "testlib.h"\n', "files": {"testlib.h": "//"}}
     assert checker({"checker": json.dumps(given), "generated_checker": "print(1)"}) == given  # a spec-form checker wins
 
@@ -158,3 +158,22 @@ def test_a_spec_form_checker_column_keeps_its_partial_credit() -> None:
     row = {"official_tests": [{"input": "1\n", "output": "1\n"}], "checker": given}
     spec = contest_specs("codeforces", row)["code"]
     assert CodeSpec.model_validate(spec).checker.points is True  # type: ignore[union-attr]
+
+
+def test_a_generated_checker_that_crashes_on_an_output_falls_back_to_the_comparison(tmp_path: Path) -> None:
+    """An LLM-written checker often crashes on a malformed output (int() of a word): that was the checker's failure,
+    null, so a wrong program that printed garbage escaped its 0 (a null gets no advantage in the group). It is now
+    compared token by token with the expected answer, as with no checker; open-r1 counts any crash as a failed test."""
+    fragile = checker({"generated_checker": GENERATED_FRAGILE})
+    assert fragile is not None
+    assert run_checker(fragile["source"], tmp_path, "3 7\n") == 0  # the checker itself accepts another right pair
+    assert run_checker(fragile["source"], tmp_path, "garbage\n") == 1  # it crashes: not the answer, wrong
+    assert run_checker(fragile["source"], tmp_path, "") == 1
+    assert run_checker(fragile["source"], tmp_path, "5  5") == 0  # no crash: the checker's own verdict
+
+
+GENERATED_FRAGILE = """import sys
+n = int(open(sys.argv[1]).read())
+a, b = map(int, open(sys.argv[3]).read().split())
+print(1 if a + b == n else 0)
+"""
