@@ -63,13 +63,13 @@ def built(facts: dict[str, Any], limits: Limits) -> tuple[Built, bool]:
         detail = f"the compiler was killed (limits: {limits.cpu_s:g} s of CPU, {limits.memory_mb} MB)"
         return RunResult(RunVerdict.COMPILE_ERROR, detail=detail), False
     lines = diagnostics.splitlines()
-    if facts.get("compiler_status") == -1 or (lines and all(_INFRA_LINE.fullmatch(line) for line in lines)):
+    if facts.get("compiler_status") == -1 or (lines and all(_infra(line) for line in lines)):
         # the compiler did not start (native.py says so in its status, which no source writes), or only the driver
         # spoke: a source's own diagnostic always comes with a line of its own (its place), so none is forged here
         detail = f"the sandbox could not run the compiler: {first_lines(diagnostics)}"
         return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=detail), False
     error = RunResult(RunVerdict.COMPILE_ERROR, detail=first_lines(diagnostics) or "the compiler failed")
-    overran = any(_LIMIT_LINE.search(line) or _INFRA_LINE.fullmatch(line) for line in lines[-3:])
+    overran = any(_LIMIT_LINE.search(line) or _infra(line) for line in lines[-3:])
     return error, not overran  # a source could write such a line itself: it only goes uncached
 
 
@@ -84,6 +84,14 @@ _LIMIT_LINE = re.compile(
     r"CPU time limit exceeded signal terminated|File size limit exceeded signal terminated|memory exhausted"
     r"|out of memory allocating|std::bad_alloc"
 )
+
+
+def _infra(line: str) -> bool:
+    """A line of the driver's own (_INFRA_LINE). Those are short; a long line is the source's (a `#line` file name
+    of "g++g++...": on it the pattern backtracks in quadratic time, on the event loop)."""
+    return len(line) <= 512 and _INFRA_LINE.fullmatch(line) is not None
+
+
 OOM_KILLED = "the compiler was killed by the sandbox's OOM killer (the machine's memory, not the source's)"
 
 
