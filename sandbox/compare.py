@@ -384,7 +384,7 @@ def _points(facts: Facts) -> TestOutcome:
     """An accepting checker's score: the first line of its stdout, a number in [0, 1] (nothing else on that line)."""
     first = stdout_of(facts).split("\n", 1)[0].strip()
     try:
-        score = float(first) if _NUMBER.fullmatch(first) else math.nan
+        score = float(first) if len(first) <= _SCORE_CHARS and _NUMBER.fullmatch(first) else math.nan
     except (ValueError, OverflowError):
         score = math.nan
     if not 0.0 <= score <= 1.0:  # NaN too
@@ -397,4 +397,7 @@ def _points(facts: Facts) -> TestOutcome:
     )
 
 
-_NUMBER = re.compile(r"[+]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+# One way to read each number (`\d+\.?\d*` split a run of digits n ways: a long line that fails backtracked in
+# quadratic time, on the event loop); and a score is short: a longer first line is no score, unread.
+_NUMBER = re.compile(r"[+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_SCORE_CHARS = 1000

@@ -557,6 +557,23 @@ def test_a_checker_whose_score_is_missing_or_out_of_range_cannot_judge_never_0(
     assert not first_line.strip() or first_line.strip() not in (result.detail or "")  # never echoes what it printed
 
 
+@pytest.mark.timeout(60, func_only=True)
+def test_a_long_first_line_is_read_in_linear_time() -> None:
+    """The score's pattern read a run of digits two ways (`\\d+\\.?\\d*`): a first line of 200,000 digits and a
+    letter (a checker echoing the program's output, as SCORE_CHECKER does) backtracked for about 20 minutes, on the
+    event loop (the judge runs there as each test's facts arrive)."""
+    import base64
+
+    from sandbox.compare import CannotJudge, checker_outcome
+
+    line = ("1" * 200_000 + "x\n").encode()
+    facts = {"status": "ok", "code": 0, "exited": True, "stdout_b64": base64.b64encode(line).decode()}
+    with pytest.raises(CannotJudge, match="not a score"):
+        checker_outcome(facts, points=True)
+    good = {**facts, "stdout_b64": base64.b64encode(b"0.5\n").decode()}
+    assert checker_outcome(good, points=True).points == 0.5
+
+
 # ---------------------------------------------------------------- the precompiled bits/stdc++.h
 
 PCH_PROGRAMS = {  # each compiled with and without the .gch: the same binary, the same output
