@@ -1,9 +1,11 @@
 """checker input output answer: the output is a derangement of 1..n, or -1 exactly when none exists (n = 1).
 Exit 0 accepted, 1 wrong answer, 2 presentation error."""
-import sys
 
-n = int(open(sys.argv[1]).read().split()[0])
-tokens = open(sys.argv[2]).read().split()
+import sys
+from pathlib import Path
+
+n = int(Path(sys.argv[1]).read_text().split()[0])
+tokens = Path(sys.argv[2]).read_text().split()
 try:
     values = [int(t) for t in tokens]
 except ValueError:
