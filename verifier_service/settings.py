@@ -61,7 +61,10 @@ class SandboxSettings(BaseModel):
     @model_validator(mode="after")
     def _compile_fits(self) -> SandboxSettings:
         # a Docker sandbox holds max_memory_mb (and its scratch): a compiler allowed more would meet the container's
-        # OOM killer, which is the sandbox's failure (null), not the source's compile error
+        # OOM killer, which is the sandbox's failure (null), not the source's compile error. Unless set, the compile
+        # limit follows a MAX_MEMORY_MB set below it (a deployment that lowered it for Python still starts).
+        if "compile_memory_mb" not in self.model_fields_set:
+            self.compile_memory_mb = min(self.compile_memory_mb, self.max_memory_mb)
         if self.compile_memory_mb > self.max_memory_mb:
             raise ValueError("VERIFIER_SANDBOX__COMPILE_MEMORY_MB must not exceed VERIFIER_SANDBOX__MAX_MEMORY_MB")
         return self

@@ -99,6 +99,14 @@ def test_a_compile_may_not_have_more_memory_than_the_sandbox(monkeypatch: pytest
         VerifierSettings()
 
 
+def test_a_lower_sandbox_memory_lowers_the_compile_limit_unless_that_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deployment that lowered MAX_MEMORY_MB for Python programs (below the compile default, 1024) still starts."""
+    monkeypatch.setenv("VERIFIER_SANDBOX__MAX_MEMORY_MB", "512")
+    assert VerifierSettings().sandbox.compile_memory_mb == 512
+    monkeypatch.setenv("VERIFIER_SANDBOX__MAX_MEMORY_MB", "8192")
+    assert VerifierSettings().sandbox.compile_memory_mb == 1024
+
+
 def test_an_internal_error_is_a_500_without_detail_and_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
     """A bug in the engine (the only way to a 500) still shows in verifier_requests_total."""
     from verifier_service.engine import Engine
