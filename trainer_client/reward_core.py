@@ -121,8 +121,8 @@ class RewardCore:
         """One item per completion that has what the components need; rows without it are skipped (reward None).
         `completion_ids` (TRL's: one list of token ids per completion) gives each item its length fields, and when
         prm is sent, the ids themselves (each step then gets its token indices; other components never read them, so
-        ordinary requests do not carry them); `prompts`
-        (TRL's, text or messages) go into the items when a sent component judges the prompt too (rm)."""
+        ordinary requests do not carry them); `prompts` (TRL's, text or messages) go into the items when a sent
+        component judges the prompt too (rm)."""
         spec, total = self.spec, len(completions)
         prompts = prompts if prompts is not None and set(spec.sent) & set(PROMPT_READERS) else None
         if prompts is not None and len(prompts) != total:
