@@ -94,6 +94,9 @@ class JudgeClient:
         self.why: str | None = None  # why it is not reachable: a status or an exception's type, never a secret
         self.checked_at = 0.0
         self._probe: asyncio.Future[None] | None = None
+        # why the last call was refused (401, 403) until a call is answered: a /models that answers without
+        # checking the key must not turn the judge reachable again at every probe while every call is refused
+        self._refused: str | None = None
 
     @classmethod
     def build(cls, name: str, settings: JudgeSettings) -> JudgeClient:
@@ -120,6 +123,7 @@ class JudgeClient:
                             # a 5xx may be this prompt's (too long, say): the judge is up; a 401 or 403 is every call's
                             self._answered(response.status_code, "POST /chat/completions", up_on_5xx=True)
                             return Failure("judge_error", f"the judge answered HTTP {response.status_code}")
+                        self._refused = None
                         content = await capped_body(response)
             except (TimeoutError, httpx.TimeoutException):
                 self._heard(True)  # it may be up and slow; a refused connection says otherwise
@@ -143,6 +147,8 @@ class JudgeClient:
         fail) or, to a probe, failed itself (5xx)."""
         if status in (401, 403):
             self._heard(False, f"{route} answered {status}: the key or the credentials were refused")
+            if route.startswith("POST"):
+                self._refused = self.why
         elif status >= 500 and not up_on_5xx:
             self._heard(False, f"{route} answered {status}")
         else:
@@ -157,6 +163,9 @@ class JudgeClient:
                     status = response.status_code
         except (TimeoutError, httpx.HTTPError) as exc:
             self._heard(False, f"GET /models: {type(exc).__name__}")
+            return
+        if self._refused is not None and status < 400:  # up, but the calls are refused: they are what counts
+            self._heard(False, self._refused)
             return
         self._answered(status, "GET /models")
 

@@ -134,3 +134,53 @@ def test_a_custom_label_of_marks_is_read_wherever_it_stands() -> None:
     assert parse_label("custom", "Verdict[[YES]]", labels) == "correct"
     assert parse_label("custom", "So: [[NO]]x", labels) == "incorrect"
     assert parse_label("custom", "Nonetheless, Yes", ("Yes", "No", None)) == "correct"
+
+
+def test_a_refused_call_is_not_overturned_by_a_probe_until_a_call_is_answered() -> None:
+    """A judge whose /models answers 200 without checking the key while every /chat/completions answers 401: each
+    probe used to set it reachable and the next call unreachable again (readiness flapping, a warning every probe);
+    now the refused call stands until a call is answered."""
+    import asyncio
+
+    from verifier_service.judges import JudgeClient
+    from verifier_service.settings import JudgeSettings
+
+    refusing = [True]
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = (await reader.readuntil(b"\r\n\r\n")).decode()
+        lengths = [line.split(":")[1] for line in head.split("\r\n") if line.lower().startswith("content-length")]
+        length = int(lengths[0]) if lengths else 0
+        await reader.readexactly(length)
+        if head.startswith("POST") and refusing[0]:
+            status, body = "401 Unauthorized", b'{"error": "invalid api key"}'
+        elif head.startswith("POST"):
+            status, body = "200 OK", b'{"choices": [{"message": {"content": "A"}}]}'
+        else:
+            status, body = "200 OK", b'{"object": "list", "data": []}'
+        writer.write(f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+        await writer.drain()
+        writer.close()
+
+    async def main() -> list[tuple[bool | None, bool]]:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = JudgeClient("j", JudgeSettings(base_url=f"http://127.0.0.1:{port}/v1", model="m", timeout_s=5), None)
+        seen = []
+        try:
+            await client.probe()
+            seen.append((client.reachable, client.why is None))
+            await client.ask("q")  # 401
+            seen.append((client.reachable, client.why is None))
+            await client.probe()  # /models still answers 200
+            seen.append((client.reachable, client.why is not None and "401" in client.why))
+            refusing[0] = False
+            await client.ask("q")  # answered
+            await client.probe()
+            seen.append((client.reachable, client.why is None))
+        finally:
+            await client.close()
+            server.close()
+        return seen
+
+    assert asyncio.run(main()) == [(True, True), (False, False), (False, True), (True, True)]
