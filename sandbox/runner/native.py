@@ -76,8 +76,20 @@ def build_pch(directory, gxx=None, flags=CPP_FLAGS):
     return target
 
 
+PCH_BUILD_TIMEOUT_S = 600  # precompiling bits/stdc++.h takes seconds; a hung g++ must not hold its thread forever
+
+
 def _gxx(argv, what):
-    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env={"PATH": "/usr/bin:/bin"})
+    try:
+        done = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env={"PATH": "/usr/bin:/bin"},
+            timeout=PCH_BUILD_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{what} ran past {PCH_BUILD_TIMEOUT_S} s") from None
     out = (done.stdout + done.stderr).decode("utf-8", "replace")
     if done.returncode != 0:
         raise RuntimeError(f"{what} failed (exit status {done.returncode}): {out[:500]}")

@@ -6,6 +6,7 @@ memory blow-ups, floods, compile bombs, a device file as a header) end in bounde
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -694,3 +695,18 @@ def test_a_pch_directory_someone_else_owns_is_refused(request: pytest.FixtureReq
     if os.geteuid() == 0:  # only root can give it away
         os.chown(directory, 12345, 12345)
         assert "not a directory of this user's or root's" in (pch.prepare(directory) or "")
+
+
+def test_a_hung_compiler_while_precompiling_the_header_gives_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Building the .gch (at install, or by a local executor as it starts) with a g++ that never returns held its
+    thread forever; it gives up after PCH_BUILD_TIMEOUT_S with the reason."""
+    from sandbox.runner import native
+
+    hung = tmp_path / "g++"
+    hung.write_text("#!/bin/sh\nexec sleep 60\n")
+    hung.chmod(0o755)
+    monkeypatch.setattr(native, "PCH_BUILD_TIMEOUT_S", 0.5)
+    with pytest.raises(RuntimeError, match=r"precompiling bits/stdc\+\+\.h ran past 0\.5 s"):
+        native.build_pch(str(tmp_path / "pch"), gxx=str(hung))
