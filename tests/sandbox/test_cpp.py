@@ -820,3 +820,27 @@ def test_a_compile_bomb_past_its_wall_clock_is_still_a_compile_error_live(
         assert run(live, SUM, TESTS).score == 1.0
     finally:
         live.close()
+
+
+@pytest.mark.timeout(120, func_only=True)
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_a_compiler_a_source_blocks_past_its_wall_clock_is_a_compile_error_not_null(
+    request: pytest.FixtureRequest, backend: str
+) -> None:
+    """Under -pipe, cc1plus writes to a pipe that `as` reads: a source that includes /proc/self/fd/1 reads that pipe
+    and sleeps until the wall clock ends it, at no CPU. Low CPU alone would call it starved (null, a way out of a
+    0); it never waited for a CPU, so it is the source's: compile_error."""
+    from tests.sandbox.conftest import start_executor
+
+    live = start_executor(backend, request, pool_size=1, compile_limits=SHORT_COMPILE)
+    try:
+        facts = compile_facts(live, '#include "/proc/self/fd/1"\nint main() {}\n')
+        said = {k: v for k, v in facts.items() if k != "binary_b64"}
+        assert facts.get("status") == "timeout", f"premise gone: the include no longer blocks g++: {said}"
+        assert facts["tree_cpu_s"] < 1 and facts["tree_wait_s"] < 1, said
+        result, keep = built(facts, SHORT_COMPILE)
+        assert (getattr(result, "verdict", None), getattr(result, "score", None), keep) == (
+            RunVerdict.COMPILE_ERROR, 0.0, False
+        ), result  # fmt: skip
+    finally:
+        live.close()
