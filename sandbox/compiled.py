@@ -41,15 +41,15 @@ def built(facts: dict[str, Any], limits: Limits) -> tuple[Built, bool]:
 
     Only what the source alone decides is cached: a binary, or the compiler's own diagnostics. A compiler that
     overran its limits (wall clock, CPU, memory, file size) is `compile_error` but not cached: near a limit the outcome
-    depends on the machine and its load, and a cached 0 would stand for good. A compiler the sandbox could not run
+    depends on the machine and its load, and a cached 0 would stand for good; one that ran past its wall clock
+    starved of CPU is null (`overran_wall_clock`). A compiler the sandbox could not run
     (it did not start, a fork failed, the kernel's OOM killer or a SIGKILL took it) is the infrastructure's failure:
     `sandbox_unavailable` (null), never cached."""
     if facts.get("no_compiler"):
         return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=NO_COMPILER), False
     status = facts.get("status")
     if status == "timeout":
-        detail = f"the compiler ran past its {limits.wall_s:g} s wall-clock limit"
-        return RunResult(RunVerdict.COMPILE_ERROR, detail=detail), False
+        return overran_wall_clock(facts, limits), False
     if status not in ("ok", "output_limit"):
         detail = f"the compile sandbox broke: {facts.get('detail')}"
         return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=detail), False
@@ -84,6 +84,28 @@ _LIMIT_LINE = re.compile(
     r"CPU time limit exceeded signal terminated|File size limit exceeded signal terminated|memory exhausted"
     r"|out of memory allocating|std::bad_alloc"
 )
+
+
+STARVED_SHARE = 0.5  # of the wall limit: less CPU than this, and at least this long waiting for one, is starved
+
+
+def overran_wall_clock(facts: dict[str, Any], limits: Limits) -> RunResult:
+    """A compiler past its wall clock: whose fault? S measured its processes as it stopped them (supervisor.py:
+    `tree_cpu_s`, their CPU time; `tree_wait_s`, their time runnable but waiting for a CPU). A compile bomb burns
+    CPU: at least half the wall limit on CPU is `compile_error`. Less CPU than that, and at least half the wall limit
+    spent waiting for a CPU, is a machine too loaded to run it (a correct program's compile starved on a busy host):
+    `sandbox_unavailable` (null). Neither (the compiler slept: a source can block it on a pipe it opens itself,
+    `#include "/proc/self/fd/1"` under -pipe) is the source's: `compile_error`. No measurement (the runner stopped
+    answering: it never enforced the wall clock) is the infrastructure's: null."""
+    wall = f"{limits.wall_s:g} s wall-clock limit"
+    cpu, wait = facts.get("tree_cpu_s"), facts.get("tree_wait_s")
+    if not isinstance(cpu, int | float) or not isinstance(wait, int | float):
+        return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=f"the compile sandbox stopped answering ({wall})")
+    used = f"{cpu:.1f} s of CPU, {wait:.1f} s waiting for a CPU"
+    if cpu < STARVED_SHARE * limits.wall_s <= wait:
+        detail = f"the machine was too loaded to compile within the {wall} ({used})"
+        return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=detail)
+    return RunResult(RunVerdict.COMPILE_ERROR, detail=f"the compiler ran past its {wall} ({used})")
 
 
 def _infra(line: str) -> bool:

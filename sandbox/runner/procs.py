@@ -32,6 +32,29 @@ def parent_of(pid):
         return None
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def usage(pids):
+    """(CPU seconds, seconds waiting for a CPU) of these live processes: each one's user and system time and its
+    reaped children's (/proc/PID/stat), and the time it sat runnable on a run queue (/proc/PID/schedstat's
+    run_delay; 0 where the kernel does not keep it). A process gone meanwhile counts for nothing."""
+    cpu = wait = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            cpu += sum(int(n) for n in fields[11:15])  # utime, stime, cutime, cstime
+        except (OSError, IndexError, ValueError):
+            continue
+        try:
+            with open(f"/proc/{pid}/schedstat", "rb") as f:
+                wait += int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+    return cpu / CLOCK_TICKS, wait / 1e9
+
+
 OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")  # cgroup v2, v1
 
 

@@ -20,6 +20,7 @@ from .procs import (
     parent_of,
     prctl,
     proc_pids,
+    usage,
 )
 from .testrun import TestRun
 from .wipe import clear_ipc_and_keys, wipe_dir
@@ -105,6 +106,11 @@ class Supervisor:
             run.loop()
         except Broken as exc:
             broken = exc
+        if run.status == "timeout" and spec["kind"] == "compile":
+            # how the compiler spent its wall time, read before the kill: on CPU (a compile bomb), waiting for one
+            # (the machine was loaded), or neither (blocked, as on a pipe it opened itself); compiled.py judges
+            cpu_s, wait_s = usage(self.victims())
+            run.facts.update(tree_cpu_s=round(cpu_s, 3), tree_wait_s=round(wait_s, 3))
         self.kill_once()
         if broken is None and self.zygote.doomed():
             broken = Broken("the zygote was killed")

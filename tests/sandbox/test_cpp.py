@@ -6,6 +6,7 @@ memory blow-ups, floods, compile bombs, a device file as a header) end in bounde
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
@@ -175,8 +176,30 @@ def test_a_sandbox_without_a_compiler_cannot_judge_never_0() -> None:
         RunVerdict.SANDBOX_UNAVAILABLE, None, False
     )  # fmt: skip
     assert built({"status": "ok", "binary_b64": "AAAA"}, Limits()) == ("AAAA", True)
-    timed_out, keep = built({"status": "timeout"}, Limits(wall_s=30))
-    assert getattr(timed_out, "verdict", None) == RunVerdict.COMPILE_ERROR and not keep  # the load's, maybe
+    timed_out, keep = built({"status": "timeout"}, Limits(wall_s=30))  # the runner stopped answering: no measure
+    assert getattr(timed_out, "verdict", None) == RunVerdict.SANDBOX_UNAVAILABLE and not keep
+
+
+# A compile past its 30 s wall clock, as S measures it (tree_cpu_s: CPU time, tree_wait_s: time waiting for a CPU).
+WALL_OVERRUNS = {
+    "starved on a loaded host": ({"tree_cpu_s": 2.6, "tree_wait_s": 27.1}, RunVerdict.SANDBOX_UNAVAILABLE),
+    "a compile bomb": ({"tree_cpu_s": 29.8, "tree_wait_s": 0.2}, RunVerdict.COMPILE_ERROR),
+    "a bomb on a loaded host": ({"tree_cpu_s": 16.0, "tree_wait_s": 14.0}, RunVerdict.COMPILE_ERROR),
+    "blocked on its own pipe": ({"tree_cpu_s": 0.1, "tree_wait_s": 0.0}, RunVerdict.COMPILE_ERROR),
+    "stopped": ({"tree_cpu_s": 0.3, "tree_wait_s": 1.0}, RunVerdict.COMPILE_ERROR),
+}
+
+
+@pytest.mark.parametrize("overrun", WALL_OVERRUNS)
+def test_a_compile_past_its_wall_clock_starved_of_cpu_is_null_and_a_bomb_is_a_compile_error(overrun: str) -> None:
+    """Less than half the wall limit on CPU and at least half waiting for a CPU: the machine's fault (null). CPU
+    burnt, or the compiler asleep (a source can block it: `#include "/proc/self/fd/1"`), is the source's. Never
+    cached either way."""
+    measured, verdict = WALL_OVERRUNS[overrun]
+    result, keep = built({"status": "timeout", **measured}, Limits(wall_s=30))
+    assert (getattr(result, "verdict", None), keep) == (verdict, False), result
+    assert getattr(result, "score", None) == (None if verdict == RunVerdict.SANDBOX_UNAVAILABLE else 0.0)
+    assert "30 s wall-clock" in (getattr(result, "detail", None) or "")
 
 
 KILLED = "g++: fatal error: Killed signal terminated program cc1plus\ncompilation terminated.\n"  # as g++ 12 says
@@ -710,3 +733,130 @@ def test_a_hung_compiler_while_precompiling_the_header_gives_up(
     monkeypatch.setattr(native, "PCH_BUILD_TIMEOUT_S", 0.5)
     with pytest.raises(RuntimeError, match=r"precompiling bits/stdc\+\+\.h ran past 0\.5 s"):
         native.build_pch(str(tmp_path / "pch"), gxx=str(hung))
+
+
+# ---------------------------------------------------------------- a compile past its wall clock, live
+
+SHORT_COMPILE = Limits(wall_s=2, cpu_s=20, memory_mb=1024, max_processes=16, max_file_mb=16)
+
+
+def _descendants(pid: int) -> list[int]:
+    from sandbox.runner.procs import children_of
+
+    found, stack = [], [pid]
+    while stack:
+        for child in children_of(stack.pop()):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+BOMB_TRIES = 3  # a loaded host may give a compile bomb under half a CPU for 2 s: its premise, tried again
+HOGS = 12  # busy loops, each in a session (an autogroup) of its own, as each test's C is: the compile gets ~1/13
+
+
+@pytest.mark.timeout(120, func_only=True)
+def test_a_compile_starved_of_cpu_past_its_wall_clock_is_null_live(request: pytest.FixtureRequest) -> None:
+    """A correct program's compile on a machine too loaded to run it: busy loops hold the sandbox's CPU (the
+    sandbox's processes but S go to SCHED_IDLE, where the kernel groups no tasks by session), and a compile of about
+    a second of CPU (bits/stdc++.h without its .gch) waits for a CPU past its 2 s wall clock. S measures it so, and
+    the verdict is null. Local backend only (Docker's processes are not this test's to reschedule)."""
+    import subprocess
+    import sys
+
+    from tests.sandbox.conftest import start_executor
+
+    live = start_executor("local", request, pool_size=1, compile_limits=SHORT_COMPILE)
+    hogs: list[subprocess.Popen[bytes]] = []
+    try:
+        (sandbox,) = live.executor.pool._up.values()  # type: ignore[attr-defined]
+        tree = _descendants(sandbox.proc.pid)
+        supervisor = next(p for p in tree if b"--serve" in _cmdline(p))
+        cpu = min(os.sched_getaffinity(supervisor))
+        try:
+            for pid in _descendants(supervisor):  # Z: the compile's processes are its children's
+                os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
+        except PermissionError:
+            pytest.skip("this user cannot reschedule the sandbox's processes (it runs them as another uid)")
+        busy = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nprint(flush=True)\nwhile True: pass\n"
+        for _ in range(HOGS):
+            hogs.append(subprocess.Popen([sys.executable, "-c", busy], stdout=subprocess.PIPE, start_new_session=True))
+        for hog in hogs:
+            assert hog.stdout is not None and hog.stdout.readline() == b"\n"  # it spins on the sandbox's CPU
+            hog.stdout.close()
+        source = "#include <bits/stdc++.h>\nint starved;\nint main() { std::cout << 5 << std::endl; }\n"
+        facts = compile_facts(live, source, pch=False)
+        said = {k: v for k, v in facts.items() if k != "binary_b64"}
+        # the premise: the compile ran past its wall clock waiting for a CPU, with little CPU of its own
+        assert facts.get("status") == "timeout", f"premise gone: the starved compile did not time out: {said}"
+        assert facts["tree_wait_s"] >= 1 > facts["tree_cpu_s"], f"premise gone: not starved as measured: {said}"
+        result, keep = built(facts, SHORT_COMPILE)
+        assert (getattr(result, "verdict", None), getattr(result, "score", 0), keep) == (
+            RunVerdict.SANDBOX_UNAVAILABLE, None, False
+        ), result  # fmt: skip
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+        live.close()
+
+
+@pytest.mark.timeout(120, func_only=True)
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_a_compile_bomb_past_its_wall_clock_is_still_a_compile_error_live(
+    request: pytest.FixtureRequest, backend: str
+) -> None:
+    """SLOW_COMPILE burns CPU until its 2 s wall clock ends it: S measures its CPU, and the verdict is 0. Its
+    premise (the host gives it half a CPU) is checked, three tries; where it does not hold, the test fails saying so."""
+    from tests.sandbox.conftest import start_executor
+
+    live = start_executor(backend, request, pool_size=1, compile_limits=SHORT_COMPILE)
+    try:
+        # the premise: the bomb got at least half a CPU (on a host too loaded for that it starves: null, rightly)
+        for _ in range(BOMB_TRIES):
+            facts = compile_facts(live, SLOW_COMPILE)
+            assert facts.get("status") == "timeout", {k: v for k, v in facts.items() if k != "binary_b64"}
+            if facts["tree_cpu_s"] >= SHORT_COMPILE.wall_s / 2:
+                break
+        else:
+            pytest.fail(f"premise gone: the host gave the bomb under half a CPU {BOMB_TRIES} times (last: {facts})")
+        result, keep = built(facts, SHORT_COMPILE)
+        assert (getattr(result, "verdict", None), getattr(result, "score", None), keep) == (
+            RunVerdict.COMPILE_ERROR, 0.0, False
+        ), result  # fmt: skip
+        assert "wall-clock" in (getattr(result, "detail", None) or "")
+        assert run(live, SUM, TESTS).score == 1.0
+    finally:
+        live.close()
+
+
+@pytest.mark.timeout(120, func_only=True)
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_a_compiler_a_source_blocks_past_its_wall_clock_is_a_compile_error_not_null(
+    request: pytest.FixtureRequest, backend: str
+) -> None:
+    """Under -pipe, cc1plus writes to a pipe that `as` reads: a source that includes /proc/self/fd/1 reads that pipe
+    and sleeps until the wall clock ends it, at no CPU. Low CPU alone would call it starved (null, a way out of a
+    0); it never waited for a CPU, so it is the source's: compile_error."""
+    from tests.sandbox.conftest import start_executor
+
+    live = start_executor(backend, request, pool_size=1, compile_limits=SHORT_COMPILE)
+    try:
+        facts = compile_facts(live, '#include "/proc/self/fd/1"\nint main() {}\n')
+        said = {k: v for k, v in facts.items() if k != "binary_b64"}
+        assert facts.get("status") == "timeout", f"premise gone: the include no longer blocks g++: {said}"
+        assert facts["tree_cpu_s"] < 1 and facts["tree_wait_s"] < 1, said
+        result, keep = built(facts, SHORT_COMPILE)
+        assert (getattr(result, "verdict", None), getattr(result, "score", None), keep) == (
+            RunVerdict.COMPILE_ERROR, 0.0, False
+        ), result  # fmt: skip
+    finally:
+        live.close()
