@@ -22,7 +22,7 @@ DIAGNOSTIC_LINES = 12  # the compiler's first lines shown in a compile error's d
 DIAGNOSTIC_CHARS = 1500
 NO_COMPILER = "this sandbox has no C++ compiler (g++): rebuild the sandbox image, or install g++ for the local backend"
 
-Built = str | RunResult  # the binary (base64), or why there is none
+Built = str | bytes | RunResult  # the binary: base64 from `built`, its job's JSON once cached (`as_json`); or why not
 Build = Callable[[], Awaitable[tuple[Built, bool]]]  # -> (what it built, may it be cached)
 
 
@@ -188,5 +188,17 @@ class BinaryCache:
                 "compiling": len(self._pending)}  # fmt: skip
 
 
+def as_json(binary_b64: str) -> bytes:
+    """The binary as its jobs' "program" value: a JSON string, encoded once per binary (not once per job: a 16 MB
+    binary is 21 MB of base64, and its json.dumps takes ~0.1 s, on the event loop that every request shares).
+    Base64's alphabet needs no escape in JSON; a string with anything else is not base64 and is refused."""
+    if not binary_b64.isascii() or not _BASE64.fullmatch(binary_b64):
+        raise ValueError("the compile job's binary_b64 is not base64")
+    return b'"' + binary_b64.encode("ascii") + b'"'
+
+
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+
+
 def _size(value: Built) -> int:
-    return len(value) if isinstance(value, str) else len(value.detail or "") + 64
+    return len(value) if isinstance(value, (str, bytes)) else len(value.detail or "") + 64

@@ -47,8 +47,9 @@ class AttachedChannel:
         self._reader, self._writer, self._slot = reader, writer, slot
         self._buf = bytearray()
 
-    async def send(self, line: bytes) -> None:
-        self._writer.write(line + b"\n")
+    async def send(self, *parts: bytes) -> None:
+        for part in (*parts, b"\n"):  # a line in parts: none is copied into one line
+            self._writer.write(part)
         await self._writer.drain()
 
     async def recv(self) -> bytes:

@@ -32,7 +32,7 @@ from sandbox.api import (
     TestOutcome,
 )
 from sandbox.compare import CannotJudge, checker_outcome, outcome, output_to_check
-from sandbox.compiled import NO_COMPILER, BinaryCache, Built, binary_key, built
+from sandbox.compiled import NO_COMPILER, BinaryCache, Built, as_json, binary_key, built
 from sandbox.pool import Channel, Pool, Sandbox, SandboxUnavailable
 from sandbox.runner import KILL_TIMEOUT_S, Unserializable, encode, native
 from sandbox.uids import UidRange, UidsInUse
@@ -69,10 +69,14 @@ class JobReport(Generic[T]):
         return self.lost_at is None and self.fatal is None
 
 
+Program = str | bytes  # a Python source; or a binary, as its job's JSON value (`as_json`: encoded once per binary)
+BIG_LINE = 1 << 20  # a line longer than this is encoded or decoded in a thread, not on the event loop
+
+
 async def run_job(
     channel: Channel,
     job_id: int,
-    program: str,
+    program: Program,
     specs: list[dict[str, Any]],
     limits: Limits,
     judge: Callable[[int, dict[str, Any]], T],
@@ -81,9 +85,11 @@ async def run_job(
     megabytes of output: a thousand of them must never be held at once), until the runner says done (or dies, or
     stops answering)."""
     report: JobReport[T] = JobReport()
-    job = {"job": job_id, "program": program, "tests": specs, "limits": asdict(limits)}
+    # the line goes in parts: a binary's JSON (megabytes) is written as it is, never copied into a new line
+    head = json.dumps({"job": job_id, "tests": specs, "limits": asdict(limits)}).encode()
+    value = program if isinstance(program, bytes) else json.dumps(program).encode()
     try:
-        await channel.send(json.dumps(job).encode())
+        await channel.send(head[:-1], b',"program":', value, b"}")
     except (OSError, EOFError):  # it died since its last job
         report.lost_at, report.fatal = 0, "the runner was gone"
         return report
@@ -99,7 +105,7 @@ async def run_job(
             report.fatal = report.fatal or "the runner exited"
             return report
         try:
-            msg = json.loads(line)
+            msg = json.loads(line) if len(line) <= BIG_LINE else await asyncio.to_thread(json.loads, line)
         except (ValueError, RecursionError):  # the runner never sends such a line: it is broken
             report.lost_at, report.fatal = report.received, "the runner sent a line that is not JSON"
             return report
@@ -346,12 +352,12 @@ class PooledExecutor:
         return RunResult(RunVerdict.OK, tuple(outcomes[i] for i in range(len(submission.tests))))
 
     async def _program(self, language: str, source: str, files: tuple[tuple[str, str], ...] = ()) -> Built:
-        """What runs: a Python source as it is, a C++ source's binary (base64), or why there is none."""
+        """What runs: a Python source as it is, a C++ source's binary (its jobs' JSON), or why there is none."""
         return await self._binary(source, files) if language == "cpp" else source
 
     async def _binary(self, source: str, files: tuple[tuple[str, str], ...] = ()) -> Built:
-        """A C++ source's binary (base64), compiled in a sandbox once per source, files and flags, or why there is
-        none."""
+        """A C++ source's binary (its jobs' JSON: `as_json`), compiled in a sandbox once per source, files and flags,
+        or why there is none."""
         if self.cpp is False:
             return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=NO_COMPILER)
         return await self.binaries.get(binary_key(source, CPP_FLAGS, files), partial(self._compile, source, files))
@@ -361,10 +367,16 @@ class PooledExecutor:
         spec = {"kind": "compile", "flags": list(CPP_FLAGS), "files": _encoded(dict(files))}
         facts = await self._collect_part(source, (StdioTest("", ""),), [spec], [0], limits, _facts)
         assert not isinstance(facts, str)  # a compile job's facts never say compile_error: they say diagnostics
-        return built(facts[0], limits)
+        binary, keep = built(facts[0], limits)
+        if isinstance(binary, str):  # encoded for its jobs once, here, and off the event loop
+            try:
+                return await asyncio.to_thread(as_json, binary), keep
+            except ValueError as exc:
+                return RunResult(RunVerdict.SANDBOX_UNAVAILABLE, detail=str(exc)), False
+        return binary, keep
 
     async def _checked(
-        self, program: str, submission: Submission, limits: Limits, checker: str, checker_native: bool
+        self, program: Program, submission: Submission, limits: Limits, checker: Program, checker_native: bool
     ) -> dict[int, TestOutcome] | str:
         """Run the program on each test, and the checker on each test the program ran to a clean end as soon as it
         did, as `checker input output answer` in a sandbox (files in its fresh scratch dir). The tests are split
@@ -395,7 +407,7 @@ class PooledExecutor:
 
     async def _checked_part(
         self,
-        program: str,
+        program: Program,
         tests: tuple[Test, ...],
         specs: list[dict[str, Any]],
         indices: list[int],
@@ -414,7 +426,7 @@ class PooledExecutor:
         return outcomes
 
     async def _check_one(
-        self, checker: str, tests: tuple[Test, ...], checker_native: bool, points: bool, i: int, output: bytes
+        self, checker: Program, tests: tuple[Test, ...], checker_native: bool, points: bool, i: int, output: bytes
     ) -> TestOutcome:
         """The checker's verdict on test i's output."""
         test = tests[i]
@@ -429,7 +441,7 @@ class PooledExecutor:
 
     async def _collect(
         self,
-        program: str,
+        program: Program,
         tests: tuple[Test, ...],
         limits: Limits,
         judge: Judge[T],
@@ -462,7 +474,7 @@ class PooledExecutor:
 
     async def _collect_part(
         self,
-        program: str,
+        program: Program,
         tests: tuple[Test, ...],
         specs: list[dict[str, Any]],
         indices: list[int],

@@ -59,8 +59,9 @@ class ProcessChannel:
         assert proc.stdin is not None and proc.stdout is not None
         self._stdin, self._stdout = proc.stdin, proc.stdout
 
-    async def send(self, line: bytes) -> None:
-        self._stdin.write(line + b"\n")
+    async def send(self, *parts: bytes) -> None:
+        for part in (*parts, b"\n"):  # a line in parts: none is copied into one line
+            self._stdin.write(part)
         await self._stdin.drain()
 
     async def recv(self) -> bytes:

@@ -26,7 +26,9 @@ class SandboxUnavailable(Exception):
 class Channel(Protocol):
     """A runner's stdin/stdout: JSON lines."""
 
-    async def send(self, line: bytes) -> None: ...
+    async def send(self, *parts: bytes) -> None:
+        """One line, given in parts (written as they are: a megabyte part is never copied into a joined line)."""
+        ...
 
     async def recv(self) -> bytes:
         """The next line, without its newline; EOFError when the runner is gone."""

@@ -33,6 +33,11 @@ def recv_frame(sock):
     return _loads(body)
 
 
+def recv_bytes(sock, size):
+    """`size` raw bytes from a blocking socket (what a frame said follows it: a binary); None at EOF."""
+    return _recv_exact(sock, size)
+
+
 def _recv_exact(sock, size):
     buf = bytearray()
     while len(buf) < size:

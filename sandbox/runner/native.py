@@ -2,9 +2,10 @@
 
 Compiling runs g++ as C's child under the compile limits the host sends (C's rlimits, inherited): no program runs,
 only the compiler, on text. The binary goes back to the host, which caches it by the hash of source and flags and
-sends it with each test: every test gets its own copy, in a sealed memfd, so no submission can ever write the binary
-another run executes. Running sets the limits (the stack as large as the memory limit, as Codeforces gives) and execs
-the binary in C's place: its exit status is C's, as Z's wait4 reports it.
+sends it with each job (base64); S decodes it once and sends each test's C its raw bytes after the first frame: every
+test gets its own copy, in a sealed memfd, so no submission can ever write the binary another run executes. Running
+sets the limits (the stack as large as the memory limit, as Codeforces gives) and execs the binary in C's place: its
+exit status is C's, as Z's wait4 reports it.
 
 `bits/stdc++.h` is precompiled with exactly CPP_FLAGS (GCC uses a .gch only when the flags and macros match): the
 image builds it with `--build-pch /opt/sandbox/pch`, the local backend into its cache (sandbox/pch.py) and binds that
@@ -25,7 +26,7 @@ import subprocess
 import tempfile
 
 from .confine import apply_limits
-from .frames import send_frame
+from .frames import recv_bytes, send_frame
 
 COMPILER = "g++"
 CPP_FLAGS = ("-O2", "-std=gnu++17", "-DONLINE_JUDGE", "-pipe")  # as Codeforces and open-r1 compile
@@ -143,10 +144,17 @@ def compile_cpp(job, work, sock, nproc, env):
 
 
 def run_binary(job, work, sock, nproc, env):
-    """Exec the binary (base64 in job["program"]) under the test's limits, from a sealed memfd: the scratch dir may
-    be mounted noexec (Docker's tmpfs is), and nothing, the program included, can change the binary it runs."""
+    """Exec the binary (job["binary"] raw bytes after the job's frame, S decoded them) under the test's limits, from
+    a sealed memfd: the scratch dir may be mounted noexec (Docker's tmpfs is), and nothing, the program included,
+    can change the binary it runs. Every test writes its own memfd: no test's binary is another's."""
+    binary = recv_bytes(sock, job["binary"])
+    if binary is None:  # S is gone
+        return
     fd = os.memfd_create("main", os.MFD_CLOEXEC | MFD_ALLOW_SEALING)
-    os.write(fd, base64.b64decode(job["program"]))  # before the file-size limit: ours to write
+    view = memoryview(binary)
+    while view:  # before the file-size limit: ours to write (one write may take less than all of it)
+        view = view[os.write(fd, view) :]
+    del view, binary
     fcntl.fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
     limits = job["limits"]
     apply_limits(limits, nproc)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
 import signal
@@ -44,6 +46,7 @@ class Supervisor:
         self.zygote = Zygote(opts)  # first of all: its memory must hold no job
         self.oom_kills = OomKills()
         self.known, self.last_kind_assert = [], True  # the last test's C and T; was it an assert test?
+        self.decoded = None  # (a job's base64 program, its bytes): the last binary, decoded once (see `binary`)
         self.wipe_roots = [opts.scratch] + (["/dev/shm", "/dev/mqueue"] if self.pidns else [])
 
     def serve(self):
@@ -89,6 +92,9 @@ class Supervisor:
         """Run one test; return its facts and the Broken that ended this sandbox, if one did. On return, SIGKILL
         is pending for every process the test left (none can add to what it wrote), but `clean_up` must run
         before the next test."""
+        mode = "native" if spec.get("native") else spec["kind"]  # native: the program is a binary (native.py)
+        # its bytes follow C's first frame as they are: C decodes no JSON or base64 of it (Broken here: nothing ran)
+        raw = self.binary(program) if mode == "native" else b""
         with_tester = spec["kind"] == "assert"
         c_pid, t_pid, fds = self.spawn(with_tester)  # Broken here: nothing ran, the host retries elsewhere
         self.last_kind_assert, self.known = with_tester, [p for p in (c_pid, t_pid) if p]
@@ -99,10 +105,11 @@ class Supervisor:
             "limits": limits,
             **{k: spec.get(k) for k in ("code", "flags", "files", "argv", "pch")},
         }
-        mode = "native" if spec.get("native") else spec["kind"]  # native: the program is a binary (native.py)
+        if mode == "native":
+            first.update(program=None, binary=len(raw))
         broken = None
         try:
-            run.start(first if with_tester else dict(first, mode=mode))
+            run.start(first if with_tester else dict(first, mode=mode), raw)
             run.loop()
         except Broken as exc:
             broken = exc
@@ -120,6 +127,19 @@ class Supervisor:
         if broken is not None:
             run.facts.update(status="broken", detail=str(broken))
         return run.facts, broken
+
+    def binary(self, program):
+        """A native job's binary (base64 in the job), decoded once per binary rather than once per test: the tests of
+        a job, and the next jobs of the same program (a checker's one job per test), reuse it while it is the one
+        the job names. S's memory is out of every test's reach (not dumpable, another process); each test still gets
+        its own sealed memfd, written by C from these bytes (native.run_binary)."""
+        if self.decoded is None or self.decoded[0] != program:
+            self.decoded = None
+            try:
+                self.decoded = (program, base64.b64decode(program, validate=True))
+            except (binascii.Error, TypeError, ValueError):
+                raise Broken("the job's binary is not base64") from None
+        return self.decoded[1]
 
     def spawn(self, with_tester):
         """C (and T) for a test. Those Z forked ahead are of the wrong kind when the test kind changes: they go,

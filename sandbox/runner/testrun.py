@@ -33,8 +33,9 @@ class TestRun:
         self.facts, self.status, self.called, self.compiled = {}, None, False, False
         self.sel = selectors.DefaultSelector()
 
-    def start(self, first):
-        self.pending[self.drv.fileno()] = bytearray(pack(first))
+    def start(self, first, raw=b""):
+        """`raw`: bytes that follow the first frame as they are (a native test's binary: `Supervisor.binary`)."""
+        self.pending[self.drv.fileno()] = bytearray(pack(first)) + raw
         self.pending[self.stdin_w] = bytearray(self.spec.get("stdin", "").encode())
         for fd in (self.stdin_w, self.out_r, self.err_r):
             os.set_blocking(fd, False)

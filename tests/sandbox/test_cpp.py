@@ -861,3 +861,88 @@ def test_a_compiler_a_source_blocks_past_its_wall_clock_is_a_compile_error_not_n
         ), result  # fmt: skip
     finally:
         live.close()
+
+
+# A binary of megabytes (an initialized static array) that tries to change what it runs: its ELF header through
+# /proc/self/exe, and the file's mode. Every test must still run the real binary.
+BIG_BINARY = """
+#include <cstdio>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+char big[6 << 20] = {1, 2, 3, 4, 5, 6, 7, 8};
+int main() {
+  int fd = open("/proc/self/exe", O_RDWR);
+  if (fd >= 0) { pwrite(fd, "XXXX", 4, 0); fchmod(fd, 0); ftruncate(fd, 1); }
+  long long n;
+  if (scanf("%lld", &n) != 1) return 3;
+  printf("%lld\\n", n + big[7] + MARK);
+}
+"""
+EQUAL_TOKENS = (
+    "import sys\nsys.exit(0 if open(sys.argv[2]).read().split() == open(sys.argv[3]).read().split() else 1)\n"
+)
+
+
+@pytest.mark.parametrize("with_checker", [False, True], ids=["plain", "checker"])
+def test_a_big_binary_is_encoded_once_off_the_event_loop_and_each_test_runs_it_unchanged(
+    executor: LiveExecutor, monkeypatch: pytest.MonkeyPatch, with_checker: bool
+) -> None:
+    """A binary of megabytes is made into its jobs' JSON once, in a worker thread (not once per job on the event
+    loop that every request shares: with a checker, a job per test), and no line of megabytes is encoded or decoded
+    on the loop; the sandbox still runs the real binary on every test, whatever the last test did to its copy."""
+    import json
+    import threading
+    import types
+
+    import sandbox.executor as executor_module
+
+    encoded: list[str] = []  # the thread of each as_json
+    big_on_loop: list[str] = []  # a JSON encode or decode of megabytes on the event loop thread
+    as_json = getattr(executor_module, "as_json", None)
+
+    def counted_as_json(binary: str) -> bytes:
+        encoded.append(threading.current_thread().name)
+        return as_json(binary)  # type: ignore[misc]
+
+    def on_loop(name: str, size: int) -> None:
+        if size > 1 << 20 and threading.current_thread() is executor._thread:
+            big_on_loop.append(name)
+
+    def dumps(obj: object, **kwargs: object) -> str:
+        text = json.dumps(obj, **kwargs)  # type: ignore[arg-type]
+        on_loop("dumps", len(text))
+        return text
+
+    def loads(text: str | bytes, **kwargs: object) -> object:
+        on_loop("loads", len(text))
+        return json.loads(text, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(executor_module, "as_json", counted_as_json, raising=False)
+    monkeypatch.setattr(executor_module, "json", types.SimpleNamespace(dumps=dumps, loads=loads))
+    mark = 100 + with_checker + (10 if executor.name == "docker" else 0)  # a source no other test compiled
+    source = BIG_BINARY.replace("MARK", str(mark))
+    tests = tuple(StdioTest(f"{n}\n", f"{n + 8 + mark}\n") for n in range(8))
+    checker = Checker(EQUAL_TOKENS) if with_checker else None
+    result = executor.call(executor.executor.run(Submission(source, tests, language="cpp", checker=checker)))
+    assert verdicts(result) == [TestVerdict.PASSED] * len(tests), result
+    assert not big_on_loop, big_on_loop
+    assert len(encoded) == 1 and encoded[0] != executor._thread.name, encoded
+
+
+def test_the_supervisor_decodes_a_binary_once_and_refuses_one_that_is_not_base64() -> None:
+    """S decodes the binary of a job once, for all its tests and the next jobs that name the same one."""
+    import base64
+    import types
+
+    from sandbox.runner.procs import Broken
+    from sandbox.runner.supervisor import Supervisor
+
+    s = types.SimpleNamespace(decoded=None)
+    one, other = base64.b64encode(b"\x7fELF one").decode(), base64.b64encode(b"\x7fELF other").decode()
+    first = Supervisor.binary(s, one)  # type: ignore[arg-type]
+    assert first == b"\x7fELF one" and Supervisor.binary(s, "" + one) is first  # type: ignore[arg-type]
+    assert Supervisor.binary(s, other) == b"\x7fELF other"  # type: ignore[arg-type]
+    with pytest.raises(Broken, match="not base64"):
+        Supervisor.binary(s, "not base64!")  # type: ignore[arg-type]
+    assert s.decoded is None
