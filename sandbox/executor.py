@@ -80,14 +80,19 @@ async def run_job(
     specs: list[dict[str, Any]],
     limits: Limits,
     judge: Callable[[int, dict[str, Any]], T],
+    same_program: bool = False,
 ) -> JobReport[T]:
     """Send one job; judge each test's facts as they come, keeping only the judgement (a test's facts may hold
     megabytes of output: a thousand of them must never be held at once), until the runner says done (or dies, or
-    stops answering)."""
+    stops answering). A binary (bytes) is the runner's to keep until the next binary: `same_program` says it is the
+    one this runner last got, and it is not sent again."""
     report: JobReport[T] = JobReport()
     # the line goes in parts: a binary's JSON (megabytes) is written as it is, never copied into a new line
-    head = json.dumps({"job": job_id, "tests": specs, "limits": asdict(limits)}).encode()
-    value = program if isinstance(program, bytes) else json.dumps(program).encode()
+    binary = isinstance(program, bytes)
+    head = json.dumps(
+        {"job": job_id, "tests": specs, "limits": asdict(limits), "binary": binary, "same_program": same_program}
+    ).encode()
+    value = b"null" if same_program else program if isinstance(program, bytes) else json.dumps(program).encode()
     try:
         await channel.send(head[:-1], b',"program":', value, b"}")
     except (OSError, EOFError):  # it died since its last job
@@ -229,6 +234,8 @@ class PooledExecutor:
         self.uids: UidRange | None = None  # claimed at start, where sandboxes run as uids of their own
         self._job_ids = itertools.count(1)
         self._cleaning: weakref.WeakKeyDictionary[Sandbox, int] = weakref.WeakKeyDictionary()  # its last job
+        # the last binary its runner got, and keeps: a job of the same binary does not send it again
+        self._last_binary: weakref.WeakKeyDictionary[Sandbox, bytes] = weakref.WeakKeyDictionary()
         self.binaries = BinaryCache(self.config.compile_cache_mb << 20)  # C++ binaries (compiled.py)
         self.cpp: bool | None = None  # does the sandbox have a C++ compiler? (its runner's hello says)
         self.cpp_pch: bool | None = None  # does its g++ use the precompiled bits/stdc++.h? (None: not known yet)
@@ -500,7 +507,11 @@ class PooledExecutor:
                     continue
                 job_id = next(self._job_ids)
                 job, job_tests = [specs[i] for i in todo], [tests[i] for i in todo]
-                report = await run_job(sandbox.channel, job_id, program, job, limits, partial(_judge, job_tests, judge))
+                same = isinstance(program, bytes) and self._last_binary.get(sandbox) is program
+                if isinstance(program, bytes):
+                    self._last_binary[sandbox] = program
+                judging = partial(_judge, job_tests, judge)
+                report = await run_job(sandbox.channel, job_id, program, job, limits, judging, same)
                 if report.healthy:
                     self._cleaning[sandbox] = job_id
                 else:

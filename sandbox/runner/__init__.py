@@ -24,7 +24,9 @@ Processes inside one sandbox instance (THREAT-MODEL.md in the folder above says 
 Host <-> S: {"job", "program", "tests": [{"kind": "stdio"|"call"|"assert", ...}], "limits"} in; per test
 {"job", "i", "facts"} (or {"job", "compile_error"}), then {"job", "done"}, then {"job", "clean"} once S is ready
 for the next job, out; {"job", "fatal"} before S gives up (after "done", in place of "clean", when the clean-up after
-a job's last test fails). Between S, Z, C and T: frames (frames.py) over socket pairs.
+a job's last test fails). A binary's job ("binary": true, the program its base64) is S's to keep until the next: a
+job with "same_program" (program null) runs the binary S last got. Between S, Z, C and T: frames (frames.py) over
+socket pairs; a native test's binary follows C's first frame as raw bytes.
 """
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ class Supervisor:
         self.oom_kills = OomKills()
         self.known, self.last_kind_assert = [], True  # the last test's C and T; was it an assert test?
         self.decoded = None  # (a job's base64 program, its bytes): the last binary, decoded once (see `binary`)
+        self.binary_b64 = None  # the last job's binary ("binary": true): "same_program" runs it again, not sent twice
         self.wipe_roots = [opts.scratch] + (["/dev/shm", "/dev/mqueue"] if self.pidns else [])
 
     def serve(self):
@@ -69,6 +70,12 @@ class Supervisor:
         """A test's facts go out as soon as they are final, and the last one's "done" with them: the clean-up after
         the last test runs while the host reads its facts, and "clean" (or "fatal") says how it went."""
         tests = job["tests"]
+        if job.get("same_program"):
+            if self.binary_b64 is None or not job.get("binary"):
+                raise Broken("the job named the last binary, and there was none")
+            job["program"] = self.binary_b64
+        if job.get("binary"):
+            self.binary_b64 = job["program"]
         for i, test in enumerate(tests):
             facts, broken = self.run_test(job["program"], test, job["limits"])
             compile_error = "compile_error" in facts and broken is None

@@ -889,8 +889,9 @@ def test_a_big_binary_is_encoded_once_off_the_event_loop_and_each_test_runs_it_u
     executor: LiveExecutor, monkeypatch: pytest.MonkeyPatch, with_checker: bool
 ) -> None:
     """A binary of megabytes is made into its jobs' JSON once, in a worker thread (not once per job on the event
-    loop that every request shares: with a checker, a job per test), and no line of megabytes is encoded or decoded
-    on the loop; the sandbox still runs the real binary on every test, whatever the last test did to its copy."""
+    loop that every request shares: with a checker, a job per test), no line of megabytes is encoded or decoded on
+    the loop, and a sandbox whose last job had the binary is not sent it again; the sandbox still runs the real
+    binary on every test, whatever the last test did to its copy."""
     import json
     import threading
     import types
@@ -918,6 +919,16 @@ def test_a_big_binary_is_encoded_once_off_the_event_loop_and_each_test_runs_it_u
         on_loop("loads", len(text))
         return json.loads(text, **kwargs)  # type: ignore[arg-type]
 
+    jobs, sent = [0], [0]  # the binary's jobs, and those that sent it (not "the same as your last job's")
+    run_job = executor_module.run_job
+
+    async def counted_run_job(*args: object, **kwargs: object) -> object:
+        if isinstance(args[2], bytes):
+            jobs[0] += 1
+            sent[0] += not (args[6:] or (kwargs.get("same_program"),))[0]
+        return await run_job(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(executor_module, "run_job", counted_run_job)
     monkeypatch.setattr(executor_module, "as_json", counted_as_json, raising=False)
     monkeypatch.setattr(executor_module, "json", types.SimpleNamespace(dumps=dumps, loads=loads))
     mark = 100 + with_checker + (10 if executor.name == "docker" else 0)  # a source no other test compiled
@@ -928,6 +939,8 @@ def test_a_big_binary_is_encoded_once_off_the_event_loop_and_each_test_runs_it_u
     assert verdicts(result) == [TestVerdict.PASSED] * len(tests), result
     assert not big_on_loop, big_on_loop
     assert len(encoded) == 1 and encoded[0] != executor._thread.name, encoded
+    if with_checker:  # a job per test; the binary goes to each sandbox once (here 2), and its runner keeps it
+        assert jobs[0] >= len(tests) and sent[0] <= 2, (jobs, sent)
 
 
 def test_the_supervisor_decodes_a_binary_once_and_refuses_one_that_is_not_base64() -> None:
