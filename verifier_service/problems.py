@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from verifier_service.schema import COMPONENTS, ScoreRequest, unknown_name
 
 MAX_ERRORS = 20  # listed in `errors`; a request with more says how many
-MAX_MSG_CHARS = 300
+MAX_MSG_CHARS = 600  # room for "unknown field ...; allowed: <every item field>" (313 chars with completion_ids)
 
 # pydantic error types whose message says what is allowed and holds nothing of the input. Any other type gets a
 # message made from its name alone; `extra_forbidden` and `union_tag_invalid` get messages of their own (pydantic's
