@@ -13,7 +13,7 @@ import json
 import logging
 import re
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, Generic, TypeVar
@@ -389,28 +389,13 @@ class PooledExecutor:
         did, as `checker input output answer` in a sandbox (files in its fresh scratch dir). The tests are split
         over parts as `_collect` splits them; each part takes its tests one by one, program then checker, so the
         host holds at most one program output per part (per sandbox) at a time: verdicts, not outputs."""
-        tests, native = submission.tests, submission.language == "cpp"
-        specs = [dict(test_spec(t), native=True) if native else test_spec(t) for t in tests]
-        n = min(self.pool.size, max(1, len(specs) // MIN_TESTS_PER_PART))
-        parts = [list(range(len(specs)))[p::n] for p in range(n)]
+        tests = submission.tests
+        specs = _test_specs(tests, submission.language == "cpp")
         points = submission.checker is not None and submission.checker.points
         check = partial(self._check_one, checker, tests, checker_native, points)
-        try:
-            async with asyncio.TaskGroup() as group:
-                tasks = [
-                    group.create_task(self._checked_part(program, tests, specs, part, limits, check)) for part in parts
-                ]
-        except* SandboxUnavailable as failed:
-            raise failed.exceptions[0] from None
-        except* CannotJudge as invalid:
-            raise invalid.exceptions[0] from None
-        outcomes: dict[int, TestOutcome] = {}
-        for task in tasks:
-            part = task.result()
-            if isinstance(part, str):
-                return part
-            outcomes.update(part)
-        return outcomes
+        return await self._over_parts(
+            len(specs), lambda part: self._checked_part(program, tests, specs, part, limits, check)
+        )
 
     async def _checked_part(
         self,
@@ -458,15 +443,21 @@ class PooledExecutor:
         """What `judge` makes of every test's facts (`outcome`: its verdict), or the compile error. Many tests are
         split over several sandboxes at once (a long CodeContests suite with timeouts should not run serially when
         sandboxes sit idle). A test's facts are judged as they arrive and then dropped."""
-        if specs is None:  # native: the program is a binary
-            specs = [dict(test_spec(t), native=True) if native else test_spec(t) for t in tests]
-        n = min(self.pool.size, max(1, len(specs) // MIN_TESTS_PER_PART))
-        parts = [list(range(len(specs)))[p::n] for p in range(n)]
+        specs = _test_specs(tests, native) if specs is None else specs
+        return await self._over_parts(
+            len(specs), lambda part: self._collect_part(program, tests, specs, part, limits, judge)
+        )
+
+    async def _over_parts(
+        self, count: int, run_part: Callable[[list[int]], Coroutine[Any, Any, dict[int, T] | str]]
+    ) -> dict[int, T] | str:
+        """Tests 0..count-1 split into parts (at most one per sandbox, each of at least MIN_TESTS_PER_PART tests),
+        every part run at once by `run_part`; the parts' results merged, or the first compile error a part gives."""
+        n = min(self.pool.size, max(1, count // MIN_TESTS_PER_PART))
+        parts = [list(range(count))[p::n] for p in range(n)]
         try:
             async with asyncio.TaskGroup() as group:  # a part that fails cancels the others (their sandboxes go)
-                tasks = [
-                    group.create_task(self._collect_part(program, tests, specs, part, limits, judge)) for part in parts
-                ]
+                tasks = [group.create_task(run_part(part)) for part in parts]
         except* SandboxUnavailable as failed:
             raise failed.exceptions[0] from None
         except* CannotJudge as invalid:
@@ -534,3 +525,8 @@ class PooledExecutor:
                     raise SandboxUnavailable(f"the {self.name} sandbox died twice while running this submission")
                 retried.add(lost)
         return judged
+
+
+def _test_specs(tests: tuple[Test, ...], native: bool) -> list[dict[str, Any]]:
+    """Each test's spec for the runner; native: the program is a binary (a compiled C++ program)."""
+    return [dict(test_spec(t), native=True) if native else test_spec(t) for t in tests]
